@@ -1,0 +1,5 @@
+import sys
+
+from paddledist.cli import main
+
+sys.exit(main(prog="python -m paddledist"))

@@ -1,0 +1,149 @@
+"""The typed config schema: one frozen dataclass per YAML section.
+
+Every key of a PaddleX image-classification module config is accepted unchanged; paddledist's own
+additions are marked "(paddledist)". Defaults live here and nowhere else.
+Precedence: schema defaults < YAML file < `-o` overrides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+MODES = ("check_dataset", "train", "evaluate", "export", "predict")
+
+
+@dataclass(frozen=True)
+class GlobalConfig:
+    model: str = "LeNet"
+    """Model name from the registry (PaddleX names: ResNet18, MobileNetV3_small_x1_0, ..., LeNet)."""
+    mode: Any = "train"
+    """One of check_dataset, train, evaluate, export, predict, or a list of them run in order."""
+    dataset_dir: str = "./dataset/digits"
+    """Dataset folder; its format (ClsDataset, CIFAR-10 batches, synthetic) is recognised from its layout."""
+    device: str = "cpu"
+    """Devices on each machine: cpu, cpu:0,1 (two CPU worker processes), gpu:0,1,2,3."""
+    output: str = "./output"
+    """Folder for results, checkpoints, logs and the saved config.yaml."""
+    seed: int = 42
+    """(paddledist) Seed for data order, augmentation and initialisation."""
+
+
+@dataclass(frozen=True)
+class ConvertConfig:
+    enable: bool = False
+    """Convert the dataset from another annotation format first."""
+    src_dataset_type: Optional[str] = None
+    """Source annotation format when convert is enabled."""
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    enable: bool = False
+    """Re-split train+val with a fixed seed (original lists are kept as backups)."""
+    train_percent: Optional[int] = None
+    """Share of samples for training, in percent."""
+    val_percent: Optional[int] = None
+    """Share of samples for validation, in percent."""
+
+
+@dataclass(frozen=True)
+class CheckDatasetConfig:
+    convert: ConvertConfig = field(default_factory=ConvertConfig)
+    """Dataset format conversion."""
+    split: SplitConfig = field(default_factory=SplitConfig)
+    """Dataset re-splitting."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    num_classes: int = 10
+    """Number of classes; every label must lie in [0, num_classes)."""
+    epochs_iters: int = 12
+    """Number of training epochs."""
+    batch_size: int = 64
+    """Batch size per process (per card); the global batch is batch_size x world size."""
+    learning_rate: float = 0.05
+    """Base learning rate (peak of the cosine schedule)."""
+    pretrain_weight_path: Optional[str] = None
+    """Local .pdparams file to initialise the model from."""
+    warmup_steps: int = 0
+    """Linear warm-up length in epochs (PaddleX's name says steps, its code means epochs)."""
+    resume_path: Optional[str] = None
+    """Checkpoint (.pdparams) to resume from; training continues at the next epoch."""
+    log_interval: int = 10
+    """Log every this many iterations."""
+    eval_interval: int = 1
+    """Evaluate every this many epochs (and always after the last)."""
+    save_interval: int = 1
+    """Save epoch_N every this many epochs."""
+    dist_ips: Optional[List[str]] = None
+    """Addresses of every machine, in rank order, e.g. 10.0.0.1,10.0.0.2 (the first machine hosts rank 0)."""
+    augment: bool = True
+    """(paddledist) Random augmentation in training."""
+    input_size: int = 32
+    """(paddledist) Side length images are resized to."""
+    num_workers: int = 0
+    """(paddledist) Data-loader worker processes per rank (0 = load in the training process)."""
+    momentum: float = 0.9
+    """(paddledist) Momentum of the SGD optimiser."""
+    weight_decay: float = 0.0001
+    """(paddledist) L2 weight decay."""
+    scale_lr: bool = False
+    """(paddledist) Scale the learning rate linearly by global batch / batch_size."""
+    accum_steps: int = 1
+    """(paddledist) Gradient accumulation steps (gradients are synchronised only on the last)."""
+    amp: bool = False
+    """(paddledist) Automatic mixed precision (GPU only)."""
+    port: int = 6170
+    """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
+    job_id: str = "paddledist"
+    """(paddledist) Job id passed to paddle.distributed.launch."""
+    node_ip: Optional[str] = None
+    """(paddledist) This machine's address when interface matching cannot find it (else POD_IP)."""
+    peer_timeout: int = 120
+    """(paddledist) Seconds to wait for every machine to appear before failing, naming the missing ones."""
+    max_bad_samples: int = 10
+    """(paddledist) Undecodable samples tolerated (counted and reported) before training stops."""
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    weight_path: Optional[str] = None
+    """Weights to evaluate; by default the train stage's best_model."""
+    log_interval: int = 10
+    """Log every this many iterations."""
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    weight_path: Optional[str] = None
+    """Weights to export; by default the train stage's best_model."""
+
+
+@dataclass(frozen=True)
+class KernelOptionConfig:
+    run_mode: str = "paddle"
+    """Inference run mode (paddle; trt_* and mkldnn where the build supports them)."""
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    batch_size: int = 1
+    """Images per inference batch."""
+    model_dir: Optional[str] = None
+    """Exported model folder; by default the export stage's output."""
+    input: Optional[str] = None
+    """An image file or a folder of images."""
+    kernel_option: KernelOptionConfig = field(default_factory=KernelOptionConfig)
+    """Inference engine options."""
+
+
+@dataclass(frozen=True)
+class Config:
+    Global: GlobalConfig = field(default_factory=GlobalConfig)
+    CheckDataset: CheckDatasetConfig = field(default_factory=CheckDatasetConfig)
+    Train: TrainConfig = field(default_factory=TrainConfig)
+    Evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    Export: ExportConfig = field(default_factory=ExportConfig)
+    Predict: PredictConfig = field(default_factory=PredictConfig)

@@ -1,0 +1,66 @@
+"""Cross-field and range checks; each failure names the key and how to fix it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from paddledist.config.device import parse_device
+from paddledist.config.schema import MODES, Config
+from paddledist.errors import UserError
+
+# key -> (minimum, inclusive?)
+_MINIMA = {
+    "Train.epochs_iters": (1, True), "Train.batch_size": (1, True), "Train.learning_rate": (0, False),
+    "Train.num_classes": (1, True), "Train.log_interval": (1, True), "Train.eval_interval": (1, True),
+    "Train.save_interval": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
+    "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
+    "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
+    "Train.max_bad_samples": (0, True), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True),
+}
+
+
+def normalise(cfg: Config) -> Config:
+    """Canonical forms: `Global.mode` always a tuple of stage names."""
+    mode = cfg.Global.mode
+    modes = tuple(mode) if isinstance(mode, (list, tuple)) else (mode,)
+    return dataclasses.replace(cfg, Global=dataclasses.replace(cfg.Global, mode=modes))
+
+
+def validate(cfg: Config) -> None:
+    for key, (low, inclusive) in _MINIMA.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value < low or (value == low and not inclusive):
+            bound = f">= {low}" if inclusive else f"> {low}"
+            raise UserError(f"{key} must be {bound}, got {value} (set it in the config or with -o {key}=...)")
+    if cfg.Train.port > 65535 - 16:
+        raise UserError(f"Train.port must leave room for the job's ports below 65535, got {cfg.Train.port}")
+    _validate_modes(cfg.Global.mode)
+    parse_device(cfg.Global.device)
+    _validate_split(cfg)
+    _validate_dist_ips(cfg.Train.dist_ips)
+
+
+def _validate_modes(modes: tuple) -> None:
+    if not modes:
+        raise UserError(f"Global.mode is empty; use one of {', '.join(MODES)} or a list of them")
+    for mode in modes:
+        if mode not in MODES:
+            raise UserError(f"Global.mode: unknown mode {mode!r}; use one of {', '.join(MODES)} or a list of them")
+
+
+def _validate_split(cfg: Config) -> None:
+    split = cfg.CheckDataset.split
+    if not split.enable:
+        return
+    train, val = split.train_percent, split.val_percent
+    if train is None or val is None or train <= 0 or val <= 0 or train + val != 100:
+        raise UserError("CheckDataset.split: train_percent and val_percent must be positive and add up to 100, "
+                        f"got {train} and {val}")
+
+
+def _validate_dist_ips(ips) -> None:
+    if ips is None:
+        return
+    if not ips:
+        raise UserError("Train.dist_ips is empty; list every machine's address, e.g. 10.0.0.1,10.0.0.2, or leave it unset")

@@ -1,0 +1,14 @@
+"""The one exception type for mistakes a user can cause (config, dataset, cluster).
+
+Entry points catch it, print its message on one line and exit with code 2; everything else is a
+bug and keeps its traceback.
+"""
+
+USER_ERROR_EXIT = 2
+
+
+class UserError(Exception):
+    """A problem the user can fix: the message says what is wrong, where, and how to fix it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))
