@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
-import typing
 from typing import Any, Iterable, Optional
 
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from paddledist.config.overrides import parse_overrides
+from paddledist.config.keys import lookup, type_name, unwrap_optional
+from paddledist.config.overrides import parse_value, split_overrides
 from paddledist.config.schema import Config
 from paddledist.config.validate import normalise, validate
 from paddledist.errors import UserError
 
 
 def load(path: Optional[str], overrides: Iterable[str] = ()) -> Config:
-    """Load, override, validate and freeze a config; every user mistake raises `UserError`."""
+    """Load, override, validate and freeze a config; every user mistake raises `UserError`.
+
+    Precedence: schema defaults < the YAML file at `path` < `overrides` (`Section.key=value`, in order).
+    """
     merged = OmegaConf.structured(Config)
-    OmegaConf.set_readonly(merged, False)
+    OmegaConf.set_readonly(merged, False)  # frozen dataclasses make it read-only; the result is frozen again
     if path is not None:
         for key, value in _flatten(_read_yaml(path)):
             merged = _set(merged, key, value, path)
-    for key, value in parse_overrides(overrides):
-        merged = _set(merged, key, value)
+    for key, raw in split_overrides(overrides):
+        base, _ = unwrap_optional(lookup(key, "-o"))
+        merged = _set(merged, key, parse_value(raw, as_text=base is str), "-o")
     cfg = _to_object(merged)
     cfg = normalise(cfg)
     validate(cfg)
@@ -44,6 +47,8 @@ def _read_yaml(path: str) -> dict:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         problem = getattr(e, "problem", None) or str(e)
         raise UserError(f"malformed YAML at {where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read config file {path}: {e}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -62,66 +67,68 @@ def _flatten(data: dict, prefix: str = "") -> list[tuple[str, Any]]:
     return items
 
 
-def _set(merged: Any, key: str, value: Any, where: str = "-o") -> Any:
-    """A new config with `key` set; OmegaConf checks the value against the schema's type."""
-    _check_key(key, where)
-    update: Any = _coerce(key, value)
+def _set(merged: Any, key: str, value: Any, where: str) -> Any:
+    """A new config with `key` set, after checking the value against the schema's type."""
+    tp = lookup(key, where)
+    if dataclasses.is_dataclass(tp):
+        if value is None or value == {}:  # an empty section (`Evaluate:` with every key commented out)
+            return merged
+        raise UserError(f"{where}: {key} is a section; set one of its keys, e.g. "
+                        f"{key}.{dataclasses.fields(tp)[0].name}")
+    update: Any = _literal(key, _check_type(key, tp, _coerce(key, value), where), where)
     for part in reversed(key.split(".")):
         update = {part: update}
     try:
         return OmegaConf.merge(merged, update)
-    except OmegaConfBaseException as e:
-        raise UserError(_type_message(key, value, where, e)) from None
-
-
-def _check_key(key: str, where: str) -> None:
-    parts = key.split(".")
-    schema: Any = Config
-    for depth, part in enumerate(parts):
-        if not dataclasses.is_dataclass(schema):
-            raise UserError(f"{where}: {'.'.join(parts[:depth])} is a value, not a section (key {key})")
-        names = {f.name: f for f in dataclasses.fields(schema)}
-        if part not in names:
-            prefix = ".".join(parts[:depth])
-            raise UserError(_unknown_key_message(key, prefix, list(names), where))
-        schema = _field_type(schema, part)
-    if dataclasses.is_dataclass(schema):
-        raise UserError(f"{where}: {key} is a section; set one of its keys, e.g. {key}.{dataclasses.fields(schema)[0].name}")
-
-
-def _field_type(schema: Any, name: str) -> Any:
-    return typing.get_type_hints(schema)[name]
-
-
-def _unknown_key_message(key: str, prefix: str, known: list[str], where: str) -> str:
-    last = key.split(".")[len(prefix.split(".")) if prefix else 0]
-    close = difflib.get_close_matches(last, known, n=1, cutoff=0.6)
-    full = lambda name: f"{prefix}.{name}" if prefix else name  # noqa: E731
-    hint = f"; did you mean {full(close[0])}?" if close else f"; known keys: {', '.join(full(k) for k in known)}"
-    return f"{where}: unknown config key {key}{hint}"
+    except OmegaConfBaseException:
+        raise UserError(_type_message(key, tp, value, where)) from None
 
 
 def _coerce(key: str, value: Any) -> Any:
     # `-o Train.dist_ips=a,b` arrives as the string "a,b": list-typed keys take comma lists.
+    if key in ("Train.dist_ips", "Global.mode") and isinstance(value, str) and "," in value:
+        return [part.strip() for part in value.split(",")]
     if key == "Train.dist_ips" and isinstance(value, str):
-        return [part.strip() for part in value.split(",")]
-    if key == "Global.mode" and isinstance(value, str) and "," in value:
-        return [part.strip() for part in value.split(",")]
+        return [value.strip()]
     return value
 
 
-def _type_message(key: str, value: Any, where: str, error: OmegaConfBaseException) -> str:
-    expected = _expected_type(key)
-    return f"{where}: {key} must be {expected}, got {value!r} ({type(value).__name__})"
+def _check_type(key: str, tp: Any, value: Any, where: str) -> Any:
+    """Strict scalars (OmegaConf alone would take 2 as true and "64" as 64); floats also from "1e-3"."""
+    base, optional = unwrap_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        raise UserError(_type_message(key, tp, value, where))
+    if base is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise UserError(_type_message(key, tp, value, where)) from None
+    ok = {bool: lambda v: isinstance(v, bool),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}.get(base, lambda v: True)
+    if not ok(value):
+        raise UserError(_type_message(key, tp, value, where))
+    return value
 
 
-def _expected_type(key: str) -> str:
-    schema: Any = Config
-    for part in key.split("."):
-        schema = _field_type(schema, part)
-    text = str(schema).replace("typing.", "")
-    return {"<class 'int'>": "an integer", "<class 'float'>": "a number", "<class 'bool'>": "true or false",
-            "<class 'str'>": "a string"}.get(text, text)
+def _literal(key: str, value: Any, where: str) -> Any:
+    """Strings reach OmegaConf as plain text: `${...}` is escaped (no interpolation, no env lookups)."""
+    if isinstance(value, list):
+        return [_literal(key, item, where) for item in value]
+    if isinstance(value, dict):
+        return {k: _literal(key, v, where) for k, v in value.items()}
+    if isinstance(value, str):
+        if value.strip() == "???":  # OmegaConf's "missing" marker would silently keep the old value
+            raise UserError(f"{where}: {key}: '???' is not a value; give a value or null")
+        return value.replace("${", "\\${")
+    return value
+
+
+def _type_message(key: str, tp: Any, value: Any, where: str) -> str:
+    shown = "null" if value is None else f"{value!r} ({type(value).__name__})"
+    return f"{where}: {key} must be {type_name(tp)}, got {shown}"
 
 
 def _to_object(merged: Any) -> Config:

@@ -8,17 +8,31 @@ import yaml
 
 from paddledist.errors import UserError
 
+_NULLS = ("", "null", "Null", "NULL", "~")
 
-def parse_value(text: str) -> Any:
-    """A YAML scalar or flow collection (`null`, `3`, `0.1`, `true`, `[a, b]`); anything else stays a string."""
+
+def parse_value(text: str, as_text: bool = False) -> Any:
+    """A YAML scalar or flow collection (`null`, `3`, `0.1`, `true`, `[a, b]`); anything else stays a string.
+
+    With `as_text` (string-typed keys) the text is kept exactly as typed, so `0123`, `1e-3` or `a #b`
+    are not turned into numbers or cut at `#` (outer spaces are dropped); only `null` and a quoted
+    YAML string are still parsed.
+    """
+    stripped = text.strip()
+    if as_text and stripped not in _NULLS and not _is_quoted(stripped):
+        return stripped
     try:
-        return yaml.safe_load(text) if text.strip() else None
+        return yaml.safe_load(text) if stripped else None
     except yaml.YAMLError:
         return text
 
 
-def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any]]:
-    """`["A.b=1", "C.d=x=y", "E.f=null"]` -> `[("A.b", 1), ("C.d", "x=y"), ("E.f", None)]`.
+def _is_quoted(text: str) -> bool:
+    return len(text) >= 2 and text[0] == text[-1] and text[0] in "'\""
+
+
+def split_overrides(items: Iterable[str]) -> list[tuple[str, str]]:
+    """`["A.b=1", "C.d=x=y"]` -> `[("A.b", "1"), ("C.d", "x=y")]`: the key and the raw text of its value.
 
     One item is one pair (a shell word), so values may hold spaces as well as `=`.
     """
@@ -28,5 +42,10 @@ def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any]]:
         key = key.strip()
         if not sep or not key or key.startswith(".") or key.endswith(".") or ".." in key:
             raise UserError(f"-o {item!r}: expected Section.key=value, e.g. -o Train.batch_size=32")
-        pairs.append((key, parse_value(raw)))
+        pairs.append((key, raw))
     return pairs
+
+
+def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any]]:
+    """`["A.b=1", "C.d=x=y", "E.f=null"]` -> `[("A.b", 1), ("C.d", "x=y"), ("E.f", None)]`."""
+    return [(key, parse_value(raw)) for key, raw in split_overrides(items)]

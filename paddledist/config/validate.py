@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from paddledist.config.device import parse_device
 from paddledist.config.schema import MODES, Config
@@ -30,9 +31,11 @@ def validate(cfg: Config) -> None:
     for key, (low, inclusive) in _MINIMA.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
-        if value < low or (value == low and not inclusive):
-            bound = f">= {low}" if inclusive else f"> {low}"
-            raise UserError(f"{key} must be {bound}, got {value} (set it in the config or with -o {key}=...)")
+        bound = f">= {low}" if inclusive else f"> {low}"
+        # written as "not ok" so that NaN, which compares false to everything, fails too
+        if not (value >= low if inclusive else value > low) or not math.isfinite(value):
+            kind = "a finite number " if isinstance(value, float) else ""
+            raise UserError(f"{key} must be {kind}{bound}, got {value} (set it in the config or with -o {key}=...)")
     if cfg.Train.port > 65535 - 16:
         raise UserError(f"Train.port must leave room for the job's ports below 65535, got {cfg.Train.port}")
     _validate_modes(cfg.Global.mode)
@@ -64,3 +67,5 @@ def _validate_dist_ips(ips) -> None:
         return
     if not ips:
         raise UserError("Train.dist_ips is empty; list every machine's address, e.g. 10.0.0.1,10.0.0.2, or leave it unset")
+    if any(not ip.strip() for ip in ips):
+        raise UserError(f"Train.dist_ips has an empty entry in {','.join(ips)!r}; list addresses like 10.0.0.1,10.0.0.2")
