@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Iterable, Optional
+import typing
+from typing import Any, Iterable, List, Optional
 
 import yaml
 from omegaconf import OmegaConf
@@ -94,23 +95,30 @@ def _coerce(key: str, value: Any) -> Any:
 
 
 def _check_type(key: str, tp: Any, value: Any, where: str) -> Any:
-    """Strict scalars (OmegaConf alone would take 2 as true and "64" as 64); floats also from "1e-3"."""
+    """Strict types (OmegaConf alone takes 2 as true, "64" as 64, and raises a bare TypeError for a mapping)."""
     base, optional = unwrap_optional(tp)
-    if value is None:
-        if optional:
-            return None
-        raise UserError(_type_message(key, tp, value, where))
-    if base is float and isinstance(value, str):
+    if base is float and isinstance(value, str):  # PyYAML reads 1e-3 (no dot) as a string
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
-            raise UserError(_type_message(key, tp, value, where)) from None
-    ok = {bool: lambda v: isinstance(v, bool),
-          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}.get(base, lambda v: True)
-    if not ok(value):
+            pass
+    if (value is None and not optional) or (value is not None and not _fits(base, value)):
         raise UserError(_type_message(key, tp, value, where))
     return value
+
+
+def _fits(base: Any, value: Any) -> bool:
+    if base is Any:
+        return True
+    if typing.get_origin(base) in (list, List):
+        return isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value)
+    if isinstance(value, (list, dict)):
+        return False
+    if base is bool:
+        return isinstance(value, bool)
+    if base in (int, float):
+        return isinstance(value, (int, base)) and not isinstance(value, bool)
+    return True  # str: OmegaConf turns a YAML number into its text
 
 
 def _literal(key: str, value: Any, where: str) -> Any:
