@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ import yaml
 from paddledist.cli import build_parser
 from paddledist.config import MODES, Config, DeviceSpec, load, parse_device, to_yaml
 from paddledist.config.overrides import parse_overrides, parse_value
+from paddledist.config.reference import field_docs, render
 from paddledist.errors import UserError
 
 SCHEMA_KEYS = {
@@ -71,6 +73,18 @@ def _error(path, overrides=()) -> str:
 def test_schema_keys_are_pinned():
     # Adding, renaming or removing a key changes the user-facing surface: update docs and this set.
     assert set(_schema_keys()) == SCHEMA_KEYS
+
+
+def test_every_key_is_documented():
+    text = render()
+    for key in SCHEMA_KEYS:
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{key}` |"))
+        assert not row.endswith("|  |"), f"{key} has no docstring in schema.py"
+
+
+def test_committed_reference_matches_the_schema():
+    committed = (Path(__file__).parent.parent / "docs" / "config_reference.md").read_text(encoding="utf-8")
+    assert committed == render(), "run: python -m paddledist.config.reference > docs/config_reference.md"
 
 
 def test_every_paddlex_key_is_in_the_schema_and_the_test_file(paddlex_yaml):
