@@ -1,0 +1,11 @@
+"""Cluster: Train.dist_ips checks, this machine's address and interface (no DNS), the ClusterPlan, preflight.
+
+Imports nothing of paddle: it must start fast and work where paddle's GPU build is absent.
+"""
+
+from paddledist.cluster.addresses import validate_dist_ips
+from paddledist.cluster.interfaces import LocalAddress, local_addresses
+from paddledist.cluster.plan import ClusterPlan, plan
+from paddledist.cluster.preflight import preflight
+
+__all__ = ["ClusterPlan", "LocalAddress", "local_addresses", "plan", "preflight", "validate_dist_ips"]

@@ -1,0 +1,82 @@
+"""The launch command as a value: build(cfg, plan, ...) -> (argv, env). Pure: no I/O, no clock, no os.environ.
+
+    python -m paddle.distributed.launch [--ips A,B,C --start_port P+1] --host <this node>
+        (--nproc_per_node N | --devices 0,1) --job_id J --log_dir <output>/logs/<this node> script args...
+
+With --ips (and no --master) paddle's launcher assigns node-major ranks from the list order and gives local
+rank i the endpoint <node>:P+1+i on every machine; the first endpoint is rank 0's store. Train.port itself is
+left for paddledist's preflight.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Mapping, Sequence
+
+from paddledist.cluster import ClusterPlan
+from paddledist.config import Config
+
+LAUNCH_MODULE = "paddle.distributed.launch"
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+"""The folder holding the paddledist package, put on the workers' PYTHONPATH."""
+
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+"""Dropped for the workers: a proxy can capture the job's own TCP traffic between machines."""
+
+LAUNCHER_VARS = (
+    # paddle's launcher lets these override its command line (args_envs.env_args_mapping, collective_compatible)
+    "POD_IP", "PADDLE_MASTER", "PADDLE_DEVICES", "PADDLE_NNODES", "PADDLE_NPROC_PER_NODE", "PADDLE_JOB_ID",
+    "PADDLE_RANK", "PADDLE_LOG_DIR", "PADDLE_IPS", "PADDLE_START_PORT", "PADDLE_RUN_MODE", "PADDLE_LOG_OVERWRITE",
+    "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "DISTRIBUTED_TRAINER_ENDPOINTS",
+    # init_parallel_env prefers these over the launcher's PADDLE_MASTER
+    "MASTER_ADDR", "MASTER_PORT",
+)
+
+
+def log_dir(cfg: Config, plan: ClusterPlan) -> str:
+    """One folder per machine, so machines sharing a file system never write the same workerlog."""
+    return os.path.join(cfg.Global.output, "logs", plan.host)
+
+
+def launcher_argv(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequence[str],
+                  python: str = sys.executable) -> list[str]:
+    argv = [python, "-m", LAUNCH_MODULE]
+    if plan.nnodes > 1:
+        argv += ["--ips", ",".join(plan.nodes), "--start_port", str(plan.port + 1)]
+    argv += ["--host", plan.host]
+    if plan.device.kind == "gpu":
+        argv += ["--devices", ",".join(map(str, plan.device.ids))]
+    else:  # the CPU build rejects --devices; it only needs a process count
+        argv += ["--nproc_per_node", str(plan.nproc_per_node)]
+    argv += ["--job_id", plan.job_id, "--log_dir", log_dir(cfg, plan), script, *script_args]
+    return argv
+
+
+def launcher_env(plan: ClusterPlan, base_env: Mapping[str, str], package_root: str = PACKAGE_ROOT) -> dict[str, str]:
+    env = {k: v for k, v in base_env.items() if k not in PROXY_VARS and k not in LAUNCHER_VARS}
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
+    env["PYTHONPATH"] = os.pathsep.join([package_root, *paths])
+    env["PYTHONUNBUFFERED"] = "1"  # the launcher's log lines reach the runner as they happen
+    if plan.ifname:
+        # gloo also carries CPU-side collectives on GPU jobs, so it gets the interface too
+        for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if plan.device.kind == "gpu" else ("GLOO_SOCKET_IFNAME",):
+            env.setdefault(name, plan.ifname)
+    return env
+
+
+def build(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequence[str], base_env: Mapping[str, str],
+          python: str = sys.executable, package_root: str = PACKAGE_ROOT) -> tuple[list[str], dict[str, str]]:
+    """The launcher's argv and its complete environment (derived from `base_env`)."""
+    return launcher_argv(cfg, plan, script, script_args, python), launcher_env(plan, base_env, package_root)
+
+
+def env_changes(base_env: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
+    """`NAME=value` for what `env` sets or changes, `unset NAME` for what it drops (for --dry-run)."""
+    lines = [f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if base_env.get(k) != v]
+    return lines + [f"unset {k}" for k in sorted(base_env) if k not in env]
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

@@ -1,0 +1,145 @@
+"""run(argv, env, ...): start paddle's launcher, stream its output, and end everything it started.
+
+The runner polls: every `interval_s` it records the process groups below the launcher and asks each
+watcher whether the job must stop (the hook for lost-node detection). On a failed rank it names the rank,
+its node and the tail of its workerlog. SIGINT/SIGTERM/exit end every process the launch started.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence, TextIO
+
+from paddledist.cluster import ClusterPlan
+from paddledist.launch.procs import descendant_groups, end_groups
+
+Watcher = Callable[[], Optional[str]]
+"""Polled while the job runs; a returned message stops the job and is reported."""
+
+_FAILED = re.compile(r"Container rank (\d+) status failed cmd .* code (-?\d+) log (\S+)")
+
+
+@dataclass
+class _Seen:
+    """What the output reader noticed: failed local ranks with exit code and log file."""
+    failed: dict[int, tuple[int, str]] = field(default_factory=dict)
+
+
+def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers: Sequence[Watcher] = (),
+        interval_s: float = 0.5, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Run the launcher to the end; the exit code is non-zero if any local rank failed or a watcher fired."""
+    proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, preexec_fn=_die_with_parent())
+    seen = _Seen()
+    reader = threading.Thread(target=_pump, args=(proc.stdout, out, seen), daemon=True)
+    reader.start()
+    groups: set[int] = {proc.pid}
+    stop = _Stop()
+    with stop.installed():
+        try:
+            reason = _supervise(proc, groups, watchers, interval_s, stop)
+        finally:
+            end_groups(groups | descendant_groups(proc.pid))
+            proc.wait()
+            reader.join(timeout=5)
+    return _report(proc.returncode, reason, stop.signum, seen, plan, err)
+
+
+def _die_with_parent() -> Optional[Callable[[], None]]:
+    """A preexec_fn asking Linux to SIGTERM the launcher if this process dies (even by SIGKILL)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _supervise(proc: subprocess.Popen, groups: set[int], watchers: Sequence[Watcher], interval_s: float,
+               stop: "_Stop") -> Optional[str]:
+    while proc.poll() is None:
+        groups |= descendant_groups(proc.pid)
+        if stop.signum:
+            return None
+        for watch in watchers:
+            message = watch()
+            if message:
+                return message
+        time.sleep(interval_s)
+    return None
+
+
+def _pump(stream, out: TextIO, seen: _Seen) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace")
+        out.write(line)
+        out.flush()
+        match = _FAILED.search(line)
+        if match:
+            seen.failed[int(match.group(1))] = (int(match.group(2)), match.group(3))
+
+
+def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO) -> int:
+    if signum:
+        print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
+        return 128 + signum
+    if reason:
+        print(f"paddledist: stopping the job: {reason}", file=err, flush=True)
+        return 1
+    if code == 0 and not seen.failed:
+        return 0
+    for local_rank, (rank_code, log) in sorted(seen.failed.items()):
+        print(_rank_failure(plan, local_rank, rank_code, log), file=err, flush=True)
+    if not seen.failed:
+        print(f"paddledist: paddle.distributed.launch exited with code {code} on node {plan.node_rank} "
+              f"({plan.host}); see its output above", file=err, flush=True)
+    return code if code > 0 else (128 - code if code < 0 else 1)
+
+
+def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str) -> str:
+    rank = plan.ranks[0] + local_rank
+    head = (f"paddledist: rank {rank} (local rank {local_rank} on node {plan.node_rank}, {plan.host}) "
+            f"failed with exit code {code}; last lines of {log}:")
+    return "\n".join([head, *("    " + line for line in tail(log))])
+
+
+def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(os.path.getsize(path) - max_bytes, 0))
+            text = f.read().decode(errors="replace")
+    except OSError as e:
+        return [f"(cannot read it: {e.strerror})"]
+    return text.splitlines()[-lines:]
+
+
+class _Stop:
+    """SIGINT/SIGTERM only set a flag; the poll loop then ends the processes and reports."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+
+    def installed(self) -> "_Stop":
+        return self
+
+    def __enter__(self) -> "_Stop":
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        self.signum = signum
