@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,6 +40,7 @@ def work(output: str) -> None:
     with open(os.path.join(output, f"probe.{rank}.json"), "w") as f:
         json.dump(result, f)
     print("probe", json.dumps(result), flush=True)
+    time.sleep(float(os.environ.get("PROBE_HOLD_S", "0")))  # lets a test look at live connections
     if os.environ.get("PROBE_FAIL_RANK") == str(rank):
         raise SystemExit(3)
 

@@ -25,8 +25,8 @@ def preflight(plan: ClusterPlan) -> None:
     """Return when every machine is present and agrees; raise UserError naming what is wrong."""
     if plan.nnodes < 2:
         return
-    _check_ports_free(plan)
     if plan.node_rank == 0:
+        _check_store_port_free(plan)
         _serve(plan)
     else:
         _join(plan)
@@ -60,15 +60,15 @@ def _address(mine: dict, node: object) -> str:
     return nodes[node] if isinstance(node, int) and 0 <= node < len(nodes) else "?"
 
 
-def _check_ports_free(plan: ClusterPlan) -> None:
-    """paddle's launcher gives local rank i the port Train.port + 1 + i on every machine."""
-    for port in range(plan.port + 1, plan.port + 1 + plan.nproc_per_node):
-        try:
-            with _bound(port):
-                pass
-        except OSError as e:
-            raise UserError(f"port {port} on this machine ({plan.host}) is unusable ({e.strerror}); another job may "
-                            "be running: stop it or choose another -o Train.port=...") from None
+def _check_store_port_free(plan: ClusterPlan) -> None:
+    """Rank 0 serves paddle's TCP store on Train.port + 1 (the launcher's --start_port) on node 0."""
+    port = plan.port + 1
+    try:
+        with _bound(port):
+            pass
+    except OSError as e:
+        raise UserError(f"port {port} (Train.port + 1) on node 0 ({plan.host}) is unusable ({e.strerror}); another "
+                        "job may be running: stop it or choose another -o Train.port=...") from None
 
 
 def _bound(port: int) -> socket.socket:

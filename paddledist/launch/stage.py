@@ -47,5 +47,6 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:
     names = [n for n in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if n in env]
     chosen = ", ".join(f"{n}={env[n]}" for n in names) or "no socket interface set (unknown)"
-    where = f"waiting up to {plan.peer_timeout}s for {plan.nnodes - 1} other node(s)" if plan.nnodes > 1 else "one node"
+    where = (f"meeting the other {plan.nnodes - 1} node(s) on {plan.nodes[0]}:{plan.port} "
+             f"(up to Train.peer_timeout={plan.peer_timeout}s)" if plan.nnodes > 1 else "one node")
     print(f"paddledist: {chosen}; {where}", file=sys.stdout, flush=True)

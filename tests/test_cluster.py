@@ -1,0 +1,191 @@
+"""cluster: Train.dist_ips validation, local address discovery, finding this node, preflight rendezvous."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from paddledist.cluster import ClusterPlan, LocalAddress, local_addresses, plan, preflight, validate_dist_ips
+from paddledist.cluster import interfaces
+from paddledist.config import DeviceSpec, load
+from paddledist.errors import UserError
+
+LAN = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"), LocalAddress("eth0", "fe80::1"))
+
+
+def cfg(*overrides: str):
+    return load(None, list(overrides))
+
+
+# --- Train.dist_ips validation -------------------------------------------------------------------------
+
+def test_valid_list_keeps_rank_order_and_canonicalises():
+    assert validate_dist_ips(["10.0.0.2", " 10.0.0.1 ", "10.0.0.10"]) == ("10.0.0.2", "10.0.0.1", "10.0.0.10")
+
+
+@pytest.mark.parametrize("entries, words", [
+    (["10.0.0.1", ""], ["entry 2", "empty"]),
+    (["10.0.0.1", None], ["entry 2", "empty"]),
+    (["10.0.0.1", "node-b"], ["entry 2", "'node-b'", "not an IP address"]),
+    (["10.0.0.1", "10.0.0.300"], ["'10.0.0.300'", "not an IP address"]),
+    (["10.0.0.1", "10.0.0.2", "10.0.0.1"], ["10.0.0.1 twice", "entries 1 and 3"]),
+    (["127.0.0.1", "10.0.0.2"], ["entry 1", "loopback"]),
+    (["10.0.0.1", "0.0.0.0"], ["'0.0.0.0'", "not a machine's address"]),
+    (["10.0.0.1", "fd00::2"], ["'fd00::2'", "IPv6", "IPv4 addresses only"]),
+])
+def test_bad_entries_are_named(entries, words):
+    with pytest.raises(UserError) as e:
+        validate_dist_ips(entries)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_loopback_is_fine_for_a_single_machine():
+    assert validate_dist_ips(["127.0.0.1"]) == ("127.0.0.1",)
+
+
+# --- local addresses -------------------------------------------------------------------------------------
+
+def test_local_addresses_include_loopback_on_lo():
+    found = local_addresses()
+    assert LocalAddress("lo", "127.0.0.1") in found
+    assert all(isinstance(a.ifname, str) and a.ifname for a in found)
+
+
+def test_getifaddrs_and_fallback_agree_on_primary_ipv4_addresses():
+    primary = set(interfaces._ioctl_ipv4())
+    assert primary and primary <= set(interfaces._getifaddrs())
+
+
+def test_proc_ipv6_parser(tmp_path):
+    table = tmp_path / "if_inet6"
+    table.write_text("00000000000000000000000000000001 01 80 10 80       lo\n"
+                     "fd000000000000000000000000000002 04 40 00 82     eth0\n")
+    assert interfaces._proc_ipv6(str(table)) == [LocalAddress("lo", "::1"), LocalAddress("eth0", "fd00::2")]
+
+
+# --- plan: which node is this? -------------------------------------------------------------------------
+
+def test_no_dist_ips_is_one_local_node():
+    p = plan(cfg("Global.device=cpu:0,1"), local=LAN, env={})
+    assert (p.nodes, p.node_rank, p.host, p.ifname, p.world_size, list(p.ranks)) == \
+        (("127.0.0.1",), 0, "127.0.0.1", "lo", 2, [0, 1])
+
+
+def test_exactly_one_local_match_is_this_node_in_list_order():
+    p = plan(cfg("Train.dist_ips=10.0.0.1,10.0.0.2,10.0.0.3", "Global.device=gpu:0,1"), local=LAN, env={})
+    assert (p.node_rank, p.host, p.ifname, p.world_size, list(p.ranks)) == (1, "10.0.0.2", "eth0", 6, [2, 3])
+    assert p.summary().startswith("this node = node 1 of 3 (10.0.0.2 on eth0")
+    assert "ranks 2..3 of world size 6" in p.summary()
+
+
+def test_no_local_match_lists_local_addresses_and_the_list():
+    with pytest.raises(UserError) as e:
+        plan(cfg("Train.dist_ips=10.0.0.5,10.0.0.6"), local=LAN, env={})
+    message = str(e.value)
+    assert "not in Train.dist_ips 10.0.0.5,10.0.0.6" in message and "10.0.0.2 on eth0" in message
+    assert "Train.node_ip" in message
+
+
+def test_several_local_matches_ask_for_node_ip():
+    local = LAN + (LocalAddress("eth1", "10.0.0.3"),)
+    with pytest.raises(UserError, match="several Train.dist_ips addresses .*10.0.0.2 on eth0, 10.0.0.3 on eth1"):
+        plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.3"), local=local, env={})
+
+
+def test_node_ip_overrides_matching_and_must_be_listed():
+    local = LAN + (LocalAddress("eth1", "10.0.0.3"),)
+    p = plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.3", "Train.node_ip=10.0.0.3"), local=local, env={})
+    assert (p.node_rank, p.ifname, p.source) == (1, "eth1", "Train.node_ip")
+    with pytest.raises(UserError, match=r"Train.node_ip=10.0.0.9 is not in Train.dist_ips"):
+        plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.3", "Train.node_ip=10.0.0.9"), local=local, env={})
+
+
+def test_node_ip_outside_local_interfaces_leaves_interface_unknown():
+    p = plan(cfg("Train.dist_ips=203.0.113.1,203.0.113.2", "Train.node_ip=203.0.113.2"), local=LAN, env={})
+    assert (p.node_rank, p.ifname) == (1, None)
+    assert "interface unknown" in p.summary()
+
+
+def test_pod_ip_counts_only_when_listed():
+    p = plan(cfg("Train.dist_ips=10.0.0.1,10.0.0.9"), local=LAN, env={"POD_IP": "10.0.0.9"})
+    assert (p.node_rank, p.source) == (1, "POD_IP")
+    p = plan(cfg("Train.dist_ips=10.0.0.1,10.0.0.2"), local=LAN, env={"POD_IP": "172.16.0.4"})
+    assert (p.node_rank, p.source) == (1, "matched a local interface")
+
+
+def test_invalid_list_is_rejected_before_matching():
+    with pytest.raises(UserError, match="10.0.0.2 twice"):
+        plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.2"), local=LAN, env={})
+
+
+# --- preflight: every node meets node 0, bounded in time --------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.0.1", "127.0.0.2")) -> ClusterPlan:
+    """127.0.0.0/8 all answers on lo, so two loopback addresses stand in for two machines."""
+    return ClusterPlan(nodes=tuple(nodes), node_rank=rank, ifname="lo", device=DeviceSpec("cpu", tuple(range(nproc))),
+                       port=port, job_id="t", peer_timeout=timeout, source="test")
+
+
+def run_nodes(*plans: ClusterPlan) -> list:
+    """Preflight every plan in its own thread; the result per node is None or the UserError message."""
+    results: list = [None] * len(plans)
+
+    def one(i: int) -> None:
+        try:
+            preflight(plans[i])
+        except UserError as e:
+            results[i] = str(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(plans))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return results
+
+
+def test_preflight_passes_when_every_node_joins():
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    assert run_nodes(*(node(r, port, nodes=nodes) for r in (2, 0, 1))) == [None, None, None]
+
+
+def test_preflight_names_the_missing_node_on_node_0_and_on_those_that_came():
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    results = run_nodes(node(0, port, timeout=1, nodes=nodes), node(1, port, timeout=1, nodes=nodes))
+    assert "node 2 (127.0.0.3) did not join within Train.peer_timeout=1s" in results[0]
+    assert results[1].startswith("node 0 (127.0.0.1) reports: node 2 (127.0.0.3) did not join")
+
+
+def test_preflight_names_node_0_when_it_never_answers():
+    message = run_nodes(node(1, free_port(), timeout=1))[0]
+    assert "node 0 (127.0.0.1) did not answer on port" in message and "Train.peer_timeout=1s" in message
+
+
+def test_preflight_rejects_a_node_with_another_device_layout():
+    port = free_port()
+    results = run_nodes(node(0, port, nproc=2), node(1, port, nproc=1))
+    assert "node 1 (127.0.0.2) has number of processes per machine (Global.device ids) 1, node 0 has 2" in results[0]
+    assert results[1].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes")
+
+
+def test_preflight_fails_fast_when_the_store_port_is_taken():
+    port = free_port()
+    with socket.socket() as busy:
+        busy.bind(("", port + 1))
+        busy.listen()
+        with pytest.raises(UserError, match=rf"port {port + 1} \(Train.port \+ 1\) on node 0"):
+            preflight(node(0, port))
+
+
+def test_preflight_is_a_no_op_for_one_node():
+    preflight(ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), free_port(), "t", 1, "test"))

@@ -1,0 +1,137 @@
+"""launch.build is pure: the exact launcher argv and environment for every job shape, and the stage-facing API."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from paddledist.cluster import LocalAddress, plan
+from paddledist.config import load
+from paddledist.errors import UserError
+from paddledist.launch import build, command_line, env_changes, in_worker, launch_stage, needs_launch
+
+LOCAL = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"))
+SCRIPT, ARGS = "/src/tools/train.py", ["-c", "cfg.yaml", "-o", "Global.mode=train"]
+LAUNCH = ["py", "-m", "paddle.distributed.launch"]
+TAIL = [SCRIPT, *ARGS]
+
+
+def shape(*overrides: str, base_env=None):
+    cfg = load(None, ["Global.output=out", *overrides])
+    p = plan(cfg, local=LOCAL, env={})
+    return build(cfg, p, SCRIPT, ARGS, base_env or {}, python="py", package_root="/pkg")
+
+
+def env_with(**extra: str) -> dict:
+    return {"PYTHONPATH": "/pkg", "PYTHONUNBUFFERED": "1", **extra}
+
+
+def test_one_node_one_process():
+    argv, env = shape()
+    assert argv == LAUNCH + ["--host", "127.0.0.1", "--nproc_per_node", "1", "--job_id", "paddledist",
+                             "--log_dir", "out/logs/127.0.0.1"] + TAIL
+    assert env == env_with(GLOO_SOCKET_IFNAME="lo")
+
+
+def test_one_node_several_cpu_processes():
+    argv, env = shape("Global.device=cpu:0,1,2")
+    assert argv == LAUNCH + ["--host", "127.0.0.1", "--nproc_per_node", "3", "--job_id", "paddledist",
+                             "--log_dir", "out/logs/127.0.0.1"] + TAIL
+    assert env == env_with(GLOO_SOCKET_IFNAME="lo")
+
+
+def test_one_node_several_gpu_processes():
+    argv, env = shape("Global.device=gpu:0,1")
+    assert argv == LAUNCH + ["--host", "127.0.0.1", "--devices", "0,1", "--job_id", "paddledist",
+                             "--log_dir", "out/logs/127.0.0.1"] + TAIL
+    assert env == env_with(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
+
+
+def test_several_nodes_one_device_each_still_get_ips():
+    """PaddleX drops --ips when a node has one device; every node would then think it is alone."""
+    argv, env = shape("Train.dist_ips=10.0.0.1,10.0.0.2,10.0.0.3", "Train.job_id=j1")
+    assert argv == LAUNCH + ["--ips", "10.0.0.1,10.0.0.2,10.0.0.3", "--start_port", "6171", "--host", "10.0.0.2",
+                             "--nproc_per_node", "1", "--job_id", "j1", "--log_dir", "out/logs/10.0.0.2"] + TAIL
+    assert env == env_with(GLOO_SOCKET_IFNAME="eth0")
+
+
+def test_several_nodes_several_gpus():
+    argv, env = shape("Train.dist_ips=10.0.0.2,10.0.0.7", "Global.device=gpu:0,1,2,3", "Train.port=7000")
+    assert argv == LAUNCH + ["--ips", "10.0.0.2,10.0.0.7", "--start_port", "7001", "--host", "10.0.0.2",
+                             "--devices", "0,1,2,3", "--job_id", "paddledist", "--log_dir", "out/logs/10.0.0.2"] + TAIL
+    assert env == env_with(GLOO_SOCKET_IFNAME="eth0", NCCL_SOCKET_IFNAME="eth0")
+
+
+def test_several_nodes_several_cpu_processes():
+    argv, _ = shape("Train.dist_ips=10.0.0.2,10.0.0.7", "Global.device=cpu:0,1")
+    assert argv[3:9] == ["--ips", "10.0.0.2,10.0.0.7", "--start_port", "6171", "--host", "10.0.0.2"]
+    assert argv[9:11] == ["--nproc_per_node", "2"]
+
+
+def test_env_drops_proxies_and_launcher_overrides_keeps_the_rest():
+    base = {"HOME": "/root", "http_proxy": "http://p:3128", "HTTPS_PROXY": "x", "all_proxy": "y", "no_proxy": "z",
+            "POD_IP": "10.0.0.9", "PADDLE_MASTER": "1.2.3.4:1", "PADDLE_NNODES": "4", "MASTER_ADDR": "a",
+            "MASTER_PORT": "1", "PADDLE_TRAINER_ID": "3", "PADDLE_LOG_LEVEL": "DEBUG"}
+    _, env = shape(base_env=base)
+    assert env == env_with(HOME="/root", no_proxy="z", PADDLE_LOG_LEVEL="DEBUG", GLOO_SOCKET_IFNAME="lo")
+
+
+def test_env_keeps_the_users_interface_and_pythonpath():
+    base = {"GLOO_SOCKET_IFNAME": "ib0", "PYTHONPATH": "/a:/pkg:/b"}
+    _, env = shape("Train.dist_ips=10.0.0.1,10.0.0.2", base_env=base)
+    assert env["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert env["PYTHONPATH"] == "/pkg:/a:/b"
+
+
+def test_env_changes_lists_sets_and_unsets_for_dry_run():
+    base = {"http_proxy": "p", "HOME": "/root", "PYTHONUNBUFFERED": "1"}
+    assert env_changes(base, {"HOME": "/root", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "eth0",
+                              "PYTHONPATH": "/my dir"}) == \
+        ["GLOO_SOCKET_IFNAME=eth0", "PYTHONPATH='/my dir'", "unset http_proxy"]
+
+
+def test_command_line_is_one_shell_quoted_line():
+    assert command_line(["py", "x.py", "-o", "Global.output=my out"]) == "py x.py -o 'Global.output=my out'"
+
+
+def test_in_worker_needs_both_paddle_worker_variables():
+    assert in_worker({"PADDLE_TRAINER_ID": "0", "PADDLE_TRAINERS_NUM": "2"})
+    assert not in_worker({"PADDLE_TRAINER_ID": "0"})
+    assert not in_worker({})
+
+
+@pytest.mark.parametrize("overrides, env, expected", [
+    ([], {}, False),
+    (["Global.device=gpu:3"], {}, False),
+    (["Global.device=cpu:0,1"], {}, True),
+    (["Global.device=gpu:0,1"], {}, True),
+    (["Train.dist_ips=10.0.0.1"], {}, False),
+    (["Train.dist_ips=10.0.0.1,10.0.0.2"], {}, True),  # one device per node still means several processes
+    (["Train.dist_ips=10.0.0.1,10.0.0.2"], {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2"}, False),
+    (["Global.device=gpu:0,1"], {"PADDLE_TRAINER_ID": "0", "PADDLE_TRAINERS_NUM": "2"}, False),
+])
+def test_needs_launch(overrides, env, expected):
+    assert needs_launch(load(None, overrides), env) is expected
+
+
+def test_dry_run_prints_node_command_and_env_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("https_proxy", "http://proxy:3128")
+    out = tmp_path / "out"
+    cfg = load(None, [f"Global.output={out}", "Train.dist_ips=10.0.0.1,10.0.0.2", "Train.node_ip=10.0.0.2"])
+    script = os.path.abspath(__file__)
+    assert launch_stage(cfg, script, ["-o", "Global.mode=train"], dry_run=True) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("paddledist: this node = node 1 of 2 (10.0.0.2 interface unknown, Train.node_ip; "
+                               "rank 1 of world size 2)")
+    assert lines[1].endswith(f"-m paddle.distributed.launch --ips 10.0.0.1,10.0.0.2 --start_port 6171 --host 10.0.0.2 "
+                             f"--nproc_per_node 1 --job_id paddledist --log_dir {out}/logs/10.0.0.2 {script} "
+                             "-o Global.mode=train")
+    assert "unset https_proxy" in lines
+    assert not out.exists()
+
+
+def test_missing_entry_script_is_a_user_error(tmp_path):
+    cfg = load(None, ["Global.device=cpu:0,1"])
+    with pytest.raises(UserError, match="does not exist on this machine"):
+        launch_stage(cfg, str(tmp_path / "nope.py"), [], dry_run=True)
