@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence, TextIO
 
 from paddledist.cluster import ClusterPlan
-from paddledist.launch.procs import descendant_groups, end_groups
+from paddledist.launch import procs
 
 Watcher = Callable[[], Optional[str]]
 """Polled while the job runs; a returned message stops the job and is reported."""
@@ -35,23 +35,44 @@ class _Seen:
 
 
 def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers: Sequence[Watcher] = (),
-        interval_s: float = 0.5, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Run the launcher to the end; the exit code is non-zero if any local rank failed or a watcher fired."""
+        interval_s: float = 0.5, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
+    """Run the launcher to the end; the exit code is non-zero if any local rank failed or a watcher fired.
+    Output goes to `out`/`err`, by default the sys.stdout/sys.stderr of the moment."""
+    out, err = out or sys.stdout, err or sys.stderr
+    tree = _Tree()
+    procs.become_subreaper()
     proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, preexec_fn=_die_with_parent())
     seen = _Seen()
     reader = threading.Thread(target=_pump, args=(proc.stdout, out, seen), daemon=True)
     reader.start()
-    groups: set[int] = {proc.pid}
     stop = _Stop()
-    with stop.installed():
+    with stop:
         try:
-            reason = _supervise(proc, groups, watchers, interval_s, stop)
+            reason = _supervise(proc, tree, watchers, interval_s, stop)
         finally:
-            end_groups(groups | descendant_groups(proc.pid))
-            proc.wait()
+            tree.end(proc)
+            procs.become_subreaper(False)
             reader.join(timeout=5)
     return _report(proc.returncode, reason, stop.signum, seen, plan, err)
+
+
+class _Tree:
+    """The processes of one launch: the launcher, everything below it, and orphans re-parented to us."""
+
+    def __init__(self) -> None:
+        self._before = procs.children(os.getpid())
+        self.pgids: dict[int, int] = {}
+
+    def refresh(self, proc: subprocess.Popen) -> None:
+        adopted = procs.children(os.getpid()) - self._before
+        self.pgids.update(procs.descendants(adopted | {proc.pid}))
+
+    def end(self, proc: subprocess.Popen) -> None:
+        self.refresh(proc)
+        others = [pid for pid in self.pgids if pid != proc.pid]  # Popen reaps the launcher itself
+        procs.end_groups({proc.pid, *self.pgids.values()}, reap=lambda: (proc.poll(), procs.reap(others)))
+        proc.wait()
 
 
 def _die_with_parent() -> Optional[Callable[[], None]]:
@@ -63,10 +84,10 @@ def _die_with_parent() -> Optional[Callable[[], None]]:
     return lambda: prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
-def _supervise(proc: subprocess.Popen, groups: set[int], watchers: Sequence[Watcher], interval_s: float,
+def _supervise(proc: subprocess.Popen, tree: _Tree, watchers: Sequence[Watcher], interval_s: float,
                stop: "_Stop") -> Optional[str]:
     while proc.poll() is None:
-        groups |= descendant_groups(proc.pid)
+        tree.refresh(proc)
         if stop.signum:
             return None
         for watch in watchers:
@@ -126,9 +147,6 @@ class _Stop:
 
     def __init__(self) -> None:
         self.signum = 0
-
-    def installed(self) -> "_Stop":
-        return self
 
     def __enter__(self) -> "_Stop":
         self._previous = {}

@@ -1,0 +1,126 @@
+"""Real processes on one machine: paddle.distributed.launch with 2 CPU workers, and the runner's supervision
+(a failing rank is named, nothing survives a stop)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from paddledist.cluster import ClusterPlan
+from paddledist.config import DeviceSpec
+from paddledist.launch import run
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = REPO / "tests" / "fleet_probe.py"
+PLAN = ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), 6170, "t", 10, "test")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(path: Path, timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never appeared")
+
+
+# --- through the real launcher --------------------------------------------------------------------------
+
+def test_two_cpu_workers_through_the_real_launcher(tmp_path):
+    done = subprocess.run([sys.executable, str(PROBE), "-o", "Global.device=cpu:0,1", f"Global.output={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = [json.loads((tmp_path / f"probe.{r}.json").read_text()) for r in (0, 1)]
+    assert [(r["rank"], r["world_size"], r["sum"]) for r in results] == [(0, 2, 3.0), (1, 2, 3.0)]
+    assert results[0]["weights"] == results[1]["weights"]  # broadcast reached rank 1
+    assert (tmp_path / "logs" / "127.0.0.1" / "workerlog.1").exists()
+    assert "this node = node 0 of 1 (127.0.0.1 on lo" in done.stdout
+
+
+def test_a_failing_rank_is_named_with_its_node_and_log_tail(tmp_path):
+    env = dict(os.environ, PROBE_FAIL_RANK="1")
+    done = subprocess.run([sys.executable, str(PROBE), "-o", "Global.device=cpu:0,1", f"Global.output={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    log = tmp_path / "logs" / "127.0.0.1" / "workerlog.1"
+    assert (f"rank 1 (local rank 1 on node 0, 127.0.0.1) failed with exit code 3; last lines of {log}"
+            in done.stderr), done.stderr[-3000:]
+    assert '"rank": 1' in done.stderr.split("last lines of", 1)[1]  # the tail of rank 1's own log
+
+
+# --- supervision with a stand-in launcher: it starts a worker in its own session, as paddle's does ------
+
+FAKE_LAUNCHER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    open(sys.argv[1], "w").write(str(worker.pid))
+    print("launcher up", flush=True)
+    if len(sys.argv) > 2:
+        log = sys.argv[2]
+        open(log, "w").write("step 1\\nTraceback: boom\\n")
+        print(f"Container rank 1 status failed cmd ['python', '-u', 'x.py'] code 7 log {log}", flush=True)
+        sys.exit(7)
+    time.sleep(300)
+""")
+
+
+@pytest.fixture
+def fake(tmp_path):
+    script = tmp_path / "fake_launcher.py"
+    script.write_text(FAKE_LAUNCHER)
+    return [sys.executable, str(script), str(tmp_path / "worker.pid")]
+
+
+def test_watcher_stops_the_job_and_no_worker_survives(tmp_path, fake, capsys):
+    pid_file = tmp_path / "worker.pid"
+    fired = lambda: "node 2 (10.0.0.3) stopped answering" if pid_file.exists() else None  # noqa: E731
+    assert run(fake, os.environ, PLAN, watchers=[fired], interval_s=0.1) == 1
+    assert "stopping the job: node 2 (10.0.0.3) stopped answering" in capsys.readouterr().err
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_failed_rank_from_launcher_output_is_reported(tmp_path, fake, capsys):
+    log = tmp_path / "workerlog.1"
+    assert run(fake + [str(log)], os.environ, PLAN, interval_s=0.1) == 7
+    err = capsys.readouterr().err
+    assert f"rank 1 (local rank 1 on node 0, 127.0.0.1) failed with exit code 7; last lines of {log}:" in err
+    assert "    Traceback: boom" in err
+    assert not alive(int((tmp_path / "worker.pid").read_text()))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_runner_ends_every_process(tmp_path, fake, sig):
+    driver = textwrap.dedent(f"""
+        import os, sys
+        from paddledist.cluster import ClusterPlan
+        from paddledist.config import DeviceSpec
+        from paddledist.launch import run
+        plan = ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0,)), 6170, "t", 10, "test")
+        sys.exit(run({fake!r}, os.environ, plan, interval_s=0.1))
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    runner = subprocess.Popen([sys.executable, "-c", driver], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    worker = int(wait_for(tmp_path / "worker.pid"))
+    time.sleep(0.3)  # let the runner's poll see the worker's session
+    runner.send_signal(sig)
+    _, err = runner.communicate(timeout=20)
+    assert runner.returncode == 128 + sig, err
+    assert "ended every process of this launch" in err
+    assert not alive(worker)
