@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence, TextIO
 

@@ -1,0 +1,83 @@
+"""Real multi-host runs: network-namespace "hosts" on a bridge, each running the same command, as on real
+machines. Skips where namespaces cannot be made (not root, no `ip netns`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = str(REPO / "tests" / "fleet_probe.py")
+
+
+def start_all(hosts: NetnsHosts, which, argv_for, tmp_path: Path) -> dict[int, subprocess.Popen]:
+    procs = {}
+    for i in which:
+        log = open(tmp_path / f"host{i}.txt", "w")
+        procs[i] = hosts.popen(i, argv_for(i), cwd=str(tmp_path), stdout=log, stderr=subprocess.STDOUT)
+    return procs
+
+
+def finish(procs: dict[int, subprocess.Popen], tmp_path: Path, timeout: float = 150) -> dict[int, tuple[int, str]]:
+    done = {}
+    for i, proc in procs.items():
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        done[i] = (code, (tmp_path / f"host{i}.txt").read_text())
+    return done
+
+
+def probe_argv(hosts: NetnsHosts, tmp_path: Path, nodes, *extra: str):
+    ips = ",".join(hosts.addresses[i] for i in nodes)
+    return lambda i: [sys.executable, PROBE, "-o", f"Train.dist_ips={ips}", f"Global.output={tmp_path}/host{i}",
+                      *extra]
+
+
+def test_three_hosts_form_one_job_and_agree(netns_hosts, tmp_path):  # noqa: F811
+    hosts = netns_hosts(3)
+    procs = start_all(hosts, range(3), probe_argv(hosts, tmp_path, range(3), "Train.peer_timeout=60"), tmp_path)
+    done = finish(procs, tmp_path)
+    for i, (code, output) in done.items():
+        assert code == 0, f"host {i}:\n{output[-4000:]}"
+        assert f"this node = node {i} of 3 ({hosts.addresses[i]} on eth0" in output
+    results = [json.loads((tmp_path / f"host{i}" / f"probe.{i}.json").read_text()) for i in range(3)]
+    assert [(r["rank"], r["world_size"], r["sum"]) for r in results] == [(0, 3, 6.0), (1, 3, 6.0), (2, 3, 6.0)]
+    assert results[0]["weights"] == results[1]["weights"] == results[2]["weights"]
+    assert [r["node"].split(":")[0] for r in results] == list(hosts.addresses)
+
+
+def test_dry_run_on_a_namespace_host_shows_ips_host_and_interface(netns_hosts, tmp_path):  # noqa: F811
+    hosts = netns_hosts(2)
+    argv = probe_argv(hosts, tmp_path, range(2))(1) + ["--dry-run"]
+    done = hosts.run(1, argv, timeout=60, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    a, b = hosts.addresses
+    assert f"this node = node 1 of 2 ({b} on eth0, matched a local interface; rank 1 of world size 2)" in done.stdout
+    assert f"--ips {a},{b} --start_port 6171 --host {b} --nproc_per_node 1" in done.stdout
+    assert "GLOO_SOCKET_IFNAME=eth0" in done.stdout.splitlines()
+    assert not (tmp_path / "host1").exists()
+
+
+def test_host_not_in_the_list_exits_2_without_traceback(netns_hosts, tmp_path):  # noqa: F811
+    hosts = netns_hosts(3)
+    done = hosts.run(2, probe_argv(hosts, tmp_path, (0, 1))(2), timeout=60, cwd=str(tmp_path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"this machine is not in Train.dist_ips {hosts.addresses[0]},{hosts.addresses[1]}" in done.stderr
+    assert f"{hosts.addresses[2]} on eth0" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_node_that_never_comes_is_named_on_every_node(netns_hosts, tmp_path):  # noqa: F811
+    hosts = netns_hosts(3)
+    argv = probe_argv(hosts, tmp_path, range(3), "Train.peer_timeout=3")
+    done = finish(start_all(hosts, (0, 1), argv, tmp_path), tmp_path, timeout=60)
+    missing = f"node 2 ({hosts.addresses[2]}) did not join within Train.peer_timeout=3s"
+    for i, (code, output) in done.items():
+        assert code == 2, f"host {i}:\n{output[-3000:]}"
+        assert missing in output and "Traceback" not in output
