@@ -104,7 +104,8 @@ def _listed(ip: str, nodes: tuple[str, ...], key: str) -> int:
     if canonical is None:
         raise UserError(f"{key}={ip!r} is not an IP address; set it to this machine's address in Train.dist_ips")
     if canonical not in nodes:
-        raise UserError(f"{key}={ip} is not in Train.dist_ips {','.join(nodes)}; set it to this machine's listed address")
+        raise UserError(f"{key}={ip} is not in Train.dist_ips {','.join(nodes)}; "
+                        "set it to this machine's listed address")
     return nodes.index(canonical)
 
 

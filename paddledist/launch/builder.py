@@ -60,10 +60,14 @@ def launcher_env(plan: ClusterPlan, base_env: Mapping[str, str], package_root: s
     env["PYTHONPATH"] = os.pathsep.join([package_root, *paths])
     env["PYTHONUNBUFFERED"] = "1"  # the launcher's log lines reach the runner as they happen
     if plan.ifname:
-        # gloo also carries CPU-side collectives on GPU jobs, so it gets the interface too
-        for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if plan.device.kind == "gpu" else ("GLOO_SOCKET_IFNAME",):
+        for name in socket_ifname_vars(plan.device.kind):
             env.setdefault(name, plan.ifname)
     return env
+
+
+def socket_ifname_vars(kind: str) -> tuple[str, ...]:
+    """gloo carries CPU collectives, and CPU-side ones on GPU jobs too; NCCL carries the GPU ones."""
+    return ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if kind == "gpu" else ("GLOO_SOCKET_IFNAME",)
 
 
 def build(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequence[str], base_env: Mapping[str, str],
