@@ -9,7 +9,7 @@ import pytest
 from paddledist.cluster import LocalAddress, plan
 from paddledist.config import load
 from paddledist.errors import UserError
-from paddledist.launch import build, command_line, env_changes, in_worker, launch_stage, needs_launch
+from paddledist.launch import build, command_line, env_changes, in_worker, is_first_machine, launch_stage, needs_launch
 
 LOCAL = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"))
 SCRIPT, ARGS = "/src/tools/train.py", ["-c", "cfg.yaml", "-o", "Global.mode=train"]
@@ -135,3 +135,12 @@ def test_missing_entry_script_is_a_user_error(tmp_path):
     cfg = load(None, ["Global.device=cpu:0,1"])
     with pytest.raises(UserError, match="does not exist on this machine"):
         launch_stage(cfg, str(tmp_path / "nope.py"), [], dry_run=True)
+
+
+def test_is_first_machine():
+    assert is_first_machine(load(None, []), {})
+    assert is_first_machine(load(None, ["Train.dist_ips=10.0.0.5"]), {})
+    two = ["Train.dist_ips=10.0.0.1,10.0.0.2"]
+    assert is_first_machine(load(None, two + ["Train.node_ip=10.0.0.1"]), {})
+    assert not is_first_machine(load(None, two + ["Train.node_ip=10.0.0.2"]), {})
+    assert not is_first_machine(load(None, two), {"POD_IP": "10.0.0.2"})

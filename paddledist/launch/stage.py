@@ -26,6 +26,14 @@ def needs_launch(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
     return (machines > 1 or parse_device(cfg.Global.device).nproc > 1) and not in_worker(env)
 
 
+def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
+    """True without Train.dist_ips or with one machine, else whether this machine is node 0 (where rank 0 and the
+    results live). Raises UserError when this machine is not in the list."""
+    if len(cfg.Train.dist_ips or ()) < 2:
+        return True
+    return cluster.plan(cfg, env=env).node_rank == 0
+
+
 def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: bool) -> int:
     """Plan, check, build and (unless dry_run) run the launcher that re-executes `script` in every worker."""
     plan = cluster.plan(cfg)
