@@ -20,6 +20,7 @@ from paddledist.launch import run
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "fleet_probe.py"
+CONFIG = REPO / "configs" / "image_classification.yaml"
 PLAN = ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), 6170, "t", 10, "test")
 
 
@@ -42,15 +43,26 @@ def wait_for(path: Path, timeout: float = 20) -> str:
 
 # --- through the real launcher --------------------------------------------------------------------------
 
-def test_two_cpu_workers_through_the_real_launcher(tmp_path):
+def test_two_cpu_processes_train_through_the_real_launcher(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "train.py"), "-c", str(CONFIG),
+                           "-o", "Global.device=cpu:0,1", "Global.model=LeNet", "Train.epochs_iters=1",
+                           f"Global.output={tmp_path / 'out'}", f"Global.dataset_dir={REPO / 'dataset' / 'digits'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "this node = node 0 of 1 (127.0.0.1 on lo" in done.stdout
+    result = json.loads((tmp_path / "out" / "train_result.json").read_text())
+    assert (result["world_size"], result["done_flag"]) == (2, True)
+    assert (tmp_path / "out" / "logs" / "127.0.0.1" / "workerlog.1").exists()
+
+
+def test_collectives_reach_every_rank(tmp_path):
+    """The probe all-reduces and broadcasts: a launch that ran two unconnected processes would fail this."""
     done = subprocess.run([sys.executable, str(PROBE), "-o", "Global.device=cpu:0,1", f"Global.output={tmp_path}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = [json.loads((tmp_path / f"probe.{r}.json").read_text()) for r in (0, 1)]
     assert [(r["rank"], r["world_size"], r["sum"]) for r in results] == [(0, 2, 3.0), (1, 2, 3.0)]
-    assert results[0]["weights"] == results[1]["weights"]  # broadcast reached rank 1
-    assert (tmp_path / "logs" / "127.0.0.1" / "workerlog.1").exists()
-    assert "this node = node 0 of 1 (127.0.0.1 on lo" in done.stdout
+    assert results[0]["weights"] == results[1]["weights"]
 
 
 def test_a_failing_rank_is_named_with_its_node_and_log_tail(tmp_path):

@@ -11,7 +11,11 @@ from pathlib import Path
 from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parent.parent
-PROBE = str(REPO / "tests" / "fleet_probe.py")
+TRAIN = str(REPO / "tools" / "train.py")
+# tools/train.py plus a per-rank digest of the final parameters (the trainer saves weights on rank 0 only)
+TRAIN_WITH_DIGEST = str(REPO / "tests" / "train_with_digest.py")
+CONFIG = str(REPO / "configs" / "image_classification.yaml")
+DATA = str(REPO / "dataset" / "digits")
 
 
 def start_all(hosts: NetnsHosts, which, argv_for, tmp_path: Path) -> dict[int, subprocess.Popen]:
@@ -22,7 +26,7 @@ def start_all(hosts: NetnsHosts, which, argv_for, tmp_path: Path) -> dict[int, s
     return procs
 
 
-def finish(procs: dict[int, subprocess.Popen], tmp_path: Path, timeout: float = 150) -> dict[int, tuple[int, str]]:
+def finish(procs: dict[int, subprocess.Popen], tmp_path: Path, timeout: float = 240) -> dict[int, tuple[int, str]]:
     done = {}
     for i, proc in procs.items():
         try:
@@ -33,29 +37,44 @@ def finish(procs: dict[int, subprocess.Popen], tmp_path: Path, timeout: float = 
     return done
 
 
-def probe_argv(hosts: NetnsHosts, tmp_path: Path, nodes, *extra: str):
+def train_argv(hosts: NetnsHosts, tmp_path: Path, nodes, *extra: str, script: str = TRAIN):
+    """The same command on every host; only Global.output differs, as if each machine had its own disk."""
     ips = ",".join(hosts.addresses[i] for i in nodes)
-    return lambda i: [sys.executable, PROBE, "-o", f"Train.dist_ips={ips}", f"Global.output={tmp_path}/host{i}",
+    return lambda i: [sys.executable, script, "-c", CONFIG, "-o", f"Train.dist_ips={ips}",
+                      f"Global.output={tmp_path}/host{i}", f"Global.dataset_dir={DATA}", "Train.epochs_iters=1",
                       *extra]
 
 
-def test_three_hosts_form_one_job_and_agree(netns_hosts, tmp_path):  # noqa: F811
+def digest_of_saved_weights(path: Path) -> str:
+    import hashlib
+
+    import paddle
+
+    digest = hashlib.sha256()
+    for name, value in sorted(paddle.load(str(path)).items()):
+        digest.update(name.encode() + value.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def test_three_hosts_train_one_model(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(3)
-    procs = start_all(hosts, range(3), probe_argv(hosts, tmp_path, range(3), "Train.peer_timeout=60"), tmp_path)
-    done = finish(procs, tmp_path)
+    argv = train_argv(hosts, tmp_path, range(3), "Train.peer_timeout=60", script=TRAIN_WITH_DIGEST)
+    done = finish(start_all(hosts, range(3), argv, tmp_path), tmp_path)
     for i, (code, output) in done.items():
         assert code == 0, f"host {i}:\n{output[-4000:]}"
         assert f"this node = node {i} of 3 ({hosts.addresses[i]} on eth0" in output
-    results = [json.loads((tmp_path / f"host{i}" / f"probe.{i}.json").read_text()) for i in range(3)]
-    assert [(r["rank"], r["world_size"], r["sum"]) for r in results] == [(0, 3, 6.0), (1, 3, 6.0), (2, 3, 6.0)]
-    assert results[0]["weights"] == results[1]["weights"] == results[2]["weights"]
-    assert [r["node"].split(":")[0] for r in results] == list(hosts.addresses)
+    result = json.loads((tmp_path / "host0" / "train_result.json").read_text())
+    assert (result["world_size"], result["done_flag"]) == (3, True)
+    assert not (tmp_path / "host1" / "train_result.json").exists()  # rank 0 alone writes results
+    digests = [json.loads((tmp_path / f"host{i}" / f"params.rank{i}.json").read_text()) for i in range(3)]
+    assert [(d["rank"], d["world_size"]) for d in digests] == [(0, 3), (1, 3), (2, 3)]
+    assert digests[0]["sha256"] == digests[1]["sha256"] == digests[2]["sha256"]
+    assert digests[0]["sha256"] == digest_of_saved_weights(tmp_path / "host0" / "latest" / "latest.pdparams")
 
 
 def test_dry_run_on_a_namespace_host_shows_ips_host_and_interface(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(2)
-    argv = probe_argv(hosts, tmp_path, range(2))(1) + ["--dry-run"]
-    done = hosts.run(1, argv, timeout=60, cwd=str(tmp_path))
+    done = hosts.run(1, train_argv(hosts, tmp_path, range(2))(1) + ["--dry-run"], timeout=60, cwd=str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     a, b = hosts.addresses
     assert f"this node = node 1 of 2 ({b} on eth0, matched a local interface; rank 1 of world size 2)" in done.stdout
@@ -66,7 +85,7 @@ def test_dry_run_on_a_namespace_host_shows_ips_host_and_interface(netns_hosts, t
 
 def test_host_not_in_the_list_exits_2_without_traceback(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(3)
-    done = hosts.run(2, probe_argv(hosts, tmp_path, (0, 1))(2), timeout=60, cwd=str(tmp_path))
+    done = hosts.run(2, train_argv(hosts, tmp_path, (0, 1))(2), timeout=60, cwd=str(tmp_path))
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"this machine is not in Train.dist_ips {hosts.addresses[0]},{hosts.addresses[1]}" in done.stderr
     assert f"{hosts.addresses[2]} on eth0" in done.stderr
@@ -75,7 +94,7 @@ def test_host_not_in_the_list_exits_2_without_traceback(netns_hosts, tmp_path): 
 
 def test_a_node_that_never_comes_is_named_on_every_node(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(3)
-    argv = probe_argv(hosts, tmp_path, range(3), "Train.peer_timeout=3")
+    argv = train_argv(hosts, tmp_path, range(3), "Train.peer_timeout=3")
     done = finish(start_all(hosts, (0, 1), argv, tmp_path), tmp_path, timeout=60)
     missing = f"node 2 ({hosts.addresses[2]}) did not join within Train.peer_timeout=3s"
     for i, (code, output) in done.items():
