@@ -1,0 +1,1 @@
+"""Data: dataset formats, transforms, rank sharding and loaders."""

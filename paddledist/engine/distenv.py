@@ -1,0 +1,64 @@
+"""The trainer's view of the process group: a small value, plus the few collectives the trainer uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    """Global rank; rank 0 owns Global.output."""
+    world_size: int = 1
+    local_rank: int = 0
+    """Rank on this machine; selects the GPU."""
+    nnodes: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def init_process_group(dist: DistEnv) -> None:
+    """fleet.init(is_collective=True) when there is more than one process (gloo on CPU, NCCL on GPU)."""
+    if dist.distributed:
+        from paddle.distributed import fleet
+
+        fleet.init(is_collective=True)
+
+
+def all_reduce_sum(values: np.ndarray, dist: DistEnv) -> np.ndarray:
+    """Element-wise sum of a small float64 vector over all ranks."""
+    if not dist.distributed:
+        return np.asarray(values, dtype=np.float64)
+    import paddle
+    import paddle.distributed as pdist
+
+    tensor = paddle.to_tensor(np.asarray(values, dtype=np.float64))
+    pdist.all_reduce(tensor)
+    return tensor.numpy()
+
+
+def broadcast_object(obj: Any, dist: DistEnv) -> Any:
+    """Rank 0's object on every rank (used to share a checkpoint that exists only on the first machine)."""
+    if not dist.distributed:
+        return obj
+    import paddle.distributed as pdist
+
+    box = [obj]
+    pdist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(dist: DistEnv) -> None:
+    if dist.distributed:
+        import paddle.distributed as pdist
+
+        pdist.barrier()

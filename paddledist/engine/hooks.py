@@ -1,0 +1,110 @@
+"""Hooks around the loop: logging, evaluation, checkpoints, results. Rank 0 alone writes Global.output."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from paddledist.engine import checkpoint, results
+from paddledist.engine.distenv import all_reduce_sum
+from paddledist.engine.metrics import evaluate
+from paddledist.engine.schedule import eta_seconds, format_eta
+
+log = logging.getLogger("paddledist")
+
+
+class LogHook:
+    """Every log_interval steps: loss, LR, global and per-card images/s, data-wait share, ETA."""
+
+    def before_epoch(self, t) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.window = np.zeros(4)  # loss sum, samples, data wait, steps
+        self.window_start = time.perf_counter()
+
+    def after_step(self, t) -> None:
+        self.window += [t.step_stats["loss"], t.step_stats["samples"], t.data_wait, 1]
+        if (t.iter + 1) % t.cfg.Train.log_interval and t.iter + 1 != len(t.global_counts):
+            return
+        elapsed = time.perf_counter() - self.window_start
+        loss, samples, wait, steps = all_reduce_sum(np.append(self.window, elapsed), t.dist)[:4]
+        world = t.dist.world_size
+        steps_left = (t.cfg.Train.epochs_iters - t.state.epoch) * len(t.global_counts) + len(t.global_counts) - t.iter - 1
+        rate = samples / max(elapsed, 1e-9)
+        log.info("epoch %d/%d iter %d/%d loss %.4f lr %.5f ips %.1f (%.1f/card) data_wait %.0f%% eta %s",
+                 t.state.epoch, t.cfg.Train.epochs_iters, t.iter + 1, len(t.global_counts), loss / steps,
+                 t.optimizer.get_lr(), rate, rate / world, 100 * wait / (world * max(elapsed, 1e-9)),
+                 format_eta(eta_seconds(0, steps_left, elapsed / max(steps / world, 1))))
+        self._reset()
+
+
+class EvalHook:
+    """Evaluate every eval_interval epochs and after the last; keep history and the best top-1."""
+
+    def __init__(self, val_loader) -> None:
+        self.val_loader = val_loader
+
+    def after_epoch(self, t) -> None:
+        s, last = t.state, t.state.epoch == t.cfg.Train.epochs_iters
+        elapsed = time.perf_counter() - t.epoch_start
+        loss_sum, steps, samples = all_reduce_sum(t.epoch_meter, t.dist)
+        entry = {"epoch": s.epoch, "train_loss": round(loss_sum / max(steps, 1), 6),
+                 "images_per_sec": round(samples / max(elapsed, 1e-9), 2)}
+        if s.epoch % t.cfg.Train.eval_interval == 0 or last:
+            m = evaluate(t.model, self.val_loader, t.dist)
+            entry.update(top1=round(m["top1"], 6), top5=round(m["top5"], 6), val_loss=round(m["loss"], 6),
+                         val_samples=m["num_samples"])
+            t.is_best = m["top1"] > s.best_top1
+            if t.is_best:
+                s.best_top1, s.best_epoch = m["top1"], s.epoch
+            log.info("eval epoch %d: top1 %.4f top5 %.4f loss %.4f on %d samples%s", s.epoch, m["top1"], m["top5"],
+                     m["loss"], m["num_samples"], " (best)" if t.is_best else "")
+        else:
+            t.is_best = False
+        s.history.append(entry)
+
+
+class CheckpointHook:
+    """latest every epoch, best_model on a new best, epoch_N every save_interval; rank 0 only, atomically."""
+
+    def after_epoch(self, t) -> None:
+        if not t.dist.is_main:
+            return
+        out, s = t.cfg.Global.output, t.state
+        params, opt = t.model.state_dict(), t.optimizer.state_dict()
+        states = {"epoch": s.epoch, "metric": s.best_top1, "best_top1": s.best_top1, "best_epoch": s.best_epoch,
+                  "global_step": s.global_step, "history": s.history, "seed": t.cfg.Global.seed,
+                  "rng": "reseeded per epoch from (Global.seed, rank, epoch)"}
+        checkpoint.save(out, "latest", params, opt, states, link=True)
+        if getattr(t, "is_best", False):
+            checkpoint.save(out, "best_model", params, opt, states, link=True)
+        if s.epoch % t.cfg.Train.save_interval == 0:
+            checkpoint.save(out, f"epoch_{s.epoch}", params, opt, states, link=False)
+
+
+class ResultHook:
+    """train_result.json after every epoch (done_flag false) and at the end (true)."""
+
+    def after_epoch(self, t) -> None:
+        if t.dist.is_main:
+            results.write_train_result(t, done=False)
+
+    def after_train(self, t) -> None:
+        if t.dist.is_main:
+            results.write_train_result(t, done=True)
+
+
+class DigestHook:
+    """Logs a digest of the final parameters on every rank: identical digests prove the ranks stayed in sync."""
+
+    def after_train(self, t) -> None:
+        import hashlib
+
+        digest = hashlib.sha256()
+        for name, value in sorted(t.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(value.numpy().tobytes())
+        log.info("final parameter digest: %s", digest.hexdigest())

@@ -1,0 +1,28 @@
+"""Pure schedule arithmetic: learning rate per step, linear scaling, ETA."""
+
+from __future__ import annotations
+
+import math
+
+
+def lr_factor(step: int, total_steps: int, warmup_steps: int) -> float:
+    """Linear warm-up from 0 over `warmup_steps`, then cosine decay to 0 at `total_steps`."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    span = max(1, total_steps - warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / span)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def scaled_lr(base_lr: float, batch_size: int, world_size: int, accum_steps: int, scale: bool) -> float:
+    """Linear scaling rule: the base rate belongs to one process's batch; scale by the global batch."""
+    return base_lr * world_size * accum_steps if scale else base_lr
+
+
+def eta_seconds(done_steps: int, total_steps: int, seconds_per_step: float) -> float:
+    return max(0, total_steps - done_steps) * seconds_per_step
+
+
+def format_eta(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

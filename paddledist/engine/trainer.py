@@ -1,0 +1,119 @@
+"""The training loop and its state. Hooks (hooks.py) do logging, evaluation, checkpoints and results.
+
+The trainer never starts processes and never reads paddle's environment variables: it gets a
+`DistEnv`. Gradients are averaged across ranks by fleet's data-parallel wrapper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+
+from paddledist.data.pipeline import BAD, OK
+from paddledist.errors import UserError
+
+
+@dataclass
+class TrainState:
+    epoch: int = 1
+    """Epoch being trained (1-based)."""
+    start_epoch: int = 1
+    global_step: int = 0
+    best_top1: float = -1.0
+    best_epoch: int = 0
+    history: list = field(default_factory=list)
+    bad_samples: list = field(default_factory=list)
+
+
+class Trainer:
+    def __init__(self, cfg, dist, model, optimizer, scheduler, loader, sampler, hooks, scaler=None) -> None:
+        self.cfg, self.dist = cfg, dist
+        self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
+        self.loader, self.sampler, self.hooks = loader, sampler, hooks
+        self.state = TrainState()
+        self.step_stats: dict = {}
+
+    def train(self) -> None:
+        self._call("before_train")
+        for epoch in range(self.state.start_epoch, self.cfg.Train.epochs_iters + 1):
+            self.state.epoch = epoch
+            self._seed_epoch(epoch)
+            self.sampler.set_epoch(epoch)
+            self.global_counts = [b.global_count for b in self.sampler.batches()]
+            self.epoch_meter, self.epoch_start = np.zeros(3), time.perf_counter()  # loss sum, steps, samples
+            self._call("before_epoch")
+            for self.iter, batch in enumerate(self._timed(self.loader)):
+                self.run_step(batch)
+                self._call("after_step")
+            self._call("after_epoch")
+        self._call("after_train")
+
+    def run_step(self, batch) -> None:
+        images, labels, status, index = batch
+        accum = self.cfg.Train.accum_steps
+        last_micro = (self.iter + 1) % accum == 0 or self.iter + 1 == len(self.global_counts)
+        weight = self._loss_weights(status) / accum
+        sync = contextlib.nullcontext() if last_micro or not self.dist.distributed else self.model.no_sync()
+        with sync:
+            with paddle.amp.auto_cast(enable=self.scaler is not None):
+                logits = self.model(images)
+                loss = (F.cross_entropy(logits, labels, reduction="none").reshape([-1]) * weight).sum()
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if last_micro:
+            self._optimizer_step()
+        self._note_bad(status, index)
+        self.step_stats = {"loss": float(loss) * accum, "samples": int((status == OK).sum())}
+        self.epoch_meter += [self.step_stats["loss"], 1, self.step_stats["samples"]]
+
+    def _loss_weights(self, status: paddle.Tensor) -> paddle.Tensor:
+        # Sum over this rank of loss * world / global_count; fleet averages over ranks -> the global mean.
+        scale = self.dist.world_size / self.global_counts[self.iter]
+        return (status == OK).astype("float32") * scale
+
+    def _optimizer_step(self) -> None:
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.clear_grad()
+        self.scheduler.step()
+        self.state.global_step += 1
+
+    def _note_bad(self, status, index) -> None:
+        bad = (status == BAD).numpy()
+        if bad.any():
+            names = self.loader.dataset.samples.names
+            self.state.bad_samples += [names[i] for i in index.numpy()[bad]]
+            if len(self.state.bad_samples) > self.cfg.Train.max_bad_samples:
+                raise UserError(f"{len(self.state.bad_samples)} images failed to decode (Train.max_bad_samples="
+                                f"{self.cfg.Train.max_bad_samples}): {'; '.join(self.state.bad_samples[:20])}")
+
+    def _timed(self, loader):
+        """Yields batches, recording how long the loop waited for each (the data-wait share)."""
+        iterator = iter(loader)
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            self.data_wait = time.perf_counter() - start
+            yield batch
+
+    def _seed_epoch(self, epoch: int) -> None:
+        # RNG is a pure function of (seed, rank, epoch): resuming at epoch k reproduces the same streams.
+        seed = self.cfg.Global.seed * 1000 + self.dist.rank * 100_003 + epoch
+        random.seed(seed)
+        np.random.seed(seed % (2**32))
+        paddle.seed(seed)
+
+    def _call(self, event: str) -> None:
+        for hook in self.hooks:
+            getattr(hook, event, lambda trainer: None)(self)

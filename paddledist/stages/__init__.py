@@ -1,0 +1,72 @@
+"""Stages (what Global.mode names) and the pipeline that runs them in order, the same command on every machine.
+
+check_dataset runs on every machine (each checks its own copy of the data); train and evaluate run
+distributed (through the launcher when the job has more than one process); export and predict run on
+the first machine only. A list stops at the first failing stage with its exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+from paddledist.config import Config, to_yaml
+from paddledist.errors import UserError
+
+DISTRIBUTED = ("train", "evaluate")
+FIRST_MACHINE_ONLY = ("export", "predict")
+
+
+def _stage_runner(stage: str) -> Callable:
+    """The in-process body of a stage: run(cfg, dist)."""
+    from importlib import import_module
+
+    return import_module(f"paddledist.stages.{stage}").run
+
+
+def run_pipeline(cfg: Config, config_path: str, overrides: list[str], dry_run: bool = False) -> int:
+    from paddledist import launch
+
+    if launch.in_worker(os.environ):
+        return run_in_worker(cfg, dry_run)
+    for stage in cfg.Global.mode:
+        code = run_stage(cfg, stage, config_path, overrides, dry_run)
+        if code != 0:
+            return code
+    return 0
+
+
+def run_in_worker(cfg: Config, dry_run: bool) -> int:
+    """Started by paddle.distributed.launch (or a platform): run the one stage in this process."""
+    from paddledist.stages.common import dist_from_env
+
+    if len(cfg.Global.mode) != 1 or cfg.Global.mode[0] not in DISTRIBUTED:
+        raise UserError(f"a launched worker runs one of {', '.join(DISTRIBUTED)}, got Global.mode={list(cfg.Global.mode)}")
+    if dry_run:
+        print(to_yaml(cfg))
+        return 0
+    _stage_runner(cfg.Global.mode[0])(cfg, dist_from_env(os.environ))
+    return 0
+
+
+def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], dry_run: bool) -> int:
+    import dataclasses
+
+    from paddledist import launch
+
+    staged = dataclasses.replace(cfg, Global=dataclasses.replace(cfg.Global, mode=(stage,)))
+    if stage in FIRST_MACHINE_ONLY and not launch.is_first_machine(cfg):
+        print(f"paddledist: {stage} runs on the first machine of Train.dist_ips only; skipped here", flush=True)
+        return 0
+    if stage in DISTRIBUTED and launch.needs_launch(cfg):
+        args = ["-c", os.path.abspath(config_path)] + [a for o in overrides for a in ("-o", o)]
+        return launch.launch_stage(staged, os.path.abspath(sys.argv[0]), args + ["-o", f"Global.mode={stage}"], dry_run)
+    if dry_run:
+        print(f"paddledist: dry run: {stage} would run in this process (1 process, device {cfg.Global.device})")
+        print(to_yaml(staged))
+        return 0
+    from paddledist.engine.distenv import DistEnv
+
+    _stage_runner(stage)(staged, DistEnv())
+    return 0

@@ -1,0 +1,132 @@
+"""The train stage inside one worker process: build data, model, optimiser and hooks, then run the loop."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import paddle
+
+from paddledist.config import Config, to_yaml
+from paddledist.data.formats import load_samples
+from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
+from paddledist.engine import checkpoint
+from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
+from paddledist.engine.hooks import CheckpointHook, DigestHook, EvalHook, LogHook, ResultHook
+from paddledist.engine.schedule import lr_factor, scaled_lr
+from paddledist.engine.trainer import Trainer, TrainState
+from paddledist.errors import UserError
+from paddledist.models import build_model, check_model_name
+from paddledist.stages.common import check_labels, set_device, setup_logging
+
+log = logging.getLogger("paddledist")
+
+
+def preflight(cfg: Config, dist: DistEnv):
+    """Everything checkable before anything is written: model, data, labels, weight files."""
+    check_model_name(cfg.Global.model)
+    train, val = (load_samples(cfg.Global.dataset_dir, split, cfg.Global.seed) for split in ("train", "val"))
+    for samples, split in ((train, "train"), (val, "val")):
+        if len(samples) == 0:
+            raise UserError(f"{cfg.Global.dataset_dir}: the {split} split is empty")
+        check_labels(samples, cfg.Train.num_classes, cfg.Global.dataset_dir)
+    resume = _read_weights(cfg.Train.resume_path, "Train.resume_path", dist)
+    pretrain = _read_weights(cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist)
+    return train, val, resume, pretrain
+
+
+def _read_weights(path, what: str, dist: DistEnv):
+    # The file may exist on the first machine only: rank 0 reads it and shares it (see broadcast_object).
+    if not path:
+        return None
+    return checkpoint.load(path, what) if dist.is_main else None
+
+
+def run(cfg: Config, dist: DistEnv) -> None:
+    train_samples, val_samples, resume, pretrain = preflight(cfg, dist)
+    kind = set_device(cfg, dist)
+    init_process_group(dist)
+    resume, pretrain = broadcast_object(resume, dist), broadcast_object(pretrain, dist)
+    if dist.is_main:
+        _write_run_files(cfg, train_samples)
+    setup_logging(cfg.Global.output, "train", dist)
+    if dist.is_main:
+        log.info("resolved config:\n%s", to_yaml(cfg))
+    build_trainer(cfg, dist, kind, train_samples, val_samples, pretrain, resume).train()
+
+
+def _write_run_files(cfg: Config, samples) -> None:
+    os.makedirs(cfg.Global.output, exist_ok=True)
+    with open(os.path.join(cfg.Global.output, "config.yaml"), "w", encoding="utf-8") as f:
+        f.write(to_yaml(cfg))
+    names = samples.label_names or [str(i) for i in range(cfg.Train.num_classes)]
+    with open(os.path.join(cfg.Global.output, "label_dict.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(f"{i} {name}\n" for i, name in enumerate(names)))
+
+
+def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume) -> Trainer:
+    t = cfg.Train
+    paddle.seed(cfg.Global.seed)
+    model = build_model(cfg.Global.model, t.num_classes, t.input_size)
+    if pretrain:
+        load_pretrained(model, pretrain.params, cfg.Train.pretrain_weight_path)
+    train_set = ImageDataset(train_samples, Transform(t.input_size, True, t.augment))
+    sampler = TrainBatchSampler(len(train_set), t.batch_size, dist.world_size, dist.rank, cfg.Global.seed)
+    val_set = ImageDataset(val_samples, Transform(t.input_size, False, False))
+    val_loader = make_loader(val_set, EvalBatchSampler(len(val_set), t.batch_size, dist.world_size, dist.rank), t.num_workers)
+    optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler))
+    scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
+    state = restore(model, optimizer, resume) if resume else TrainState()
+    if dist.distributed:
+        from paddle.distributed import fleet
+
+        model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
+    hooks = [LogHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook()]
+    trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
+                      hooks, scaler)
+    trainer.state = state
+    return trainer
+
+
+def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
+    t = cfg.Train
+    updates_per_epoch = -(-steps_per_epoch // t.accum_steps)
+    total, warmup = t.epochs_iters * updates_per_epoch, t.warmup_steps * updates_per_epoch
+    base = scaled_lr(t.learning_rate, t.batch_size, dist.world_size, t.accum_steps, t.scale_lr)
+    if t.scale_lr and dist.is_main:
+        print(f"paddledist: linear LR scaling: {t.learning_rate} x {dist.world_size * t.accum_steps} = {base}", flush=True)
+    scheduler = paddle.optimizer.lr.LambdaDecay(base, lambda step: lr_factor(step, total, warmup))
+    optimizer = paddle.optimizer.Momentum(learning_rate=scheduler, momentum=t.momentum, parameters=model.parameters(),
+                                          weight_decay=paddle.regularizer.L2Decay(t.weight_decay))
+    return optimizer, scheduler
+
+
+def load_pretrained(model, params: dict, path: str) -> None:
+    """Load weights that fit; a classifier head of another class count is skipped, anything else is an error."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in params]
+    misfit = [k for k in own if k in params and list(params[k].shape) != list(own[k].shape)]
+    head = {k for k in misfit if k == list(own)[-1] or k == list(own)[-2]}
+    if missing or set(misfit) - head:
+        bad = (missing + [k for k in misfit if k not in head])[:5]
+        raise UserError(f"Train.pretrain_weight_path: {path} does not fit the model (missing or wrong shape: "
+                        f"{', '.join(bad)}); use weights of the same Global.model")
+    model.set_state_dict({k: v for k, v in params.items() if k in own and k not in head})
+    if head:
+        print(f"paddledist: pretrained classifier head skipped (other class count): {', '.join(sorted(head))}", flush=True)
+
+
+def restore(model, optimizer, ckpt) -> TrainState:
+    """Continue at the epoch after the checkpoint, keeping the best metric and history."""
+    model.set_state_dict(ckpt.params)
+    if ckpt.opt:
+        optimizer.set_state_dict(ckpt.opt)
+    states = ckpt.states or {}
+    s = TrainState()
+    s.start_epoch = int(states.get("epoch", 0)) + 1
+    s.best_top1, s.best_epoch = float(states.get("best_top1", -1.0)), int(states.get("best_epoch", 0))
+    s.history, s.global_step = list(states.get("history", [])), int(states.get("global_step", 0))
+    log.info("resumed from epoch %d; continuing at epoch %d", s.start_epoch - 1, s.start_epoch)
+    return s
+
+
