@@ -63,6 +63,12 @@ def test_data_parallel_is_exactly_large_batch_sgd(tmp_path):
     # The odd-sized validation split (359 images) is counted exactly once across the 2 ranks.
     assert two["history"][-1]["val_samples"] == 359
     assert abs(two["history"][-1]["top1"] - one["history"][-1]["top1"]) < 0.005
+    # Gradient accumulation (no_sync on the first micro-batch): 2 processes x 16 x 2 steps is the same update.
+    accum = train(tmp_path / "accum", *EXACT, "Train.epochs_iters=1", "Train.batch_size=16", "Train.accum_steps=2",
+                  "Global.device=cpu:0,1")
+    assert accum["global_batch_size"] == 64
+    assert max_diff(params(tmp_path / "accum" / "latest" / "latest.pdparams"),
+                    params(tmp_path / "one" / "latest" / "latest.pdparams")) < 1e-4
 
 
 def test_resume_continues_to_the_same_parameters(tmp_path):

@@ -58,7 +58,7 @@ class Trainer:
         images, labels, status, index = batch
         accum = self.cfg.Train.accum_steps
         last_micro = (self.iter + 1) % accum == 0 or self.iter + 1 == len(self.global_counts)
-        weight = self._loss_weights(status) / accum
+        weight = self._loss_weights(status)
         sync = contextlib.nullcontext() if last_micro or not self.dist.distributed else self.model.no_sync()
         with sync:
             with paddle.amp.auto_cast(enable=self.scaler is not None):
@@ -68,12 +68,16 @@ class Trainer:
         if last_micro:
             self._optimizer_step()
         self._note_bad(status, index)
-        self.step_stats = {"loss": float(loss) * accum, "samples": int((status == OK).sum())}
+        share = self.global_counts[self.iter] / sum(self.global_counts[self.iter // accum * accum:][:accum])
+        self.step_stats = {"loss": float(loss) / share, "samples": int((status == OK).sum())}
         self.epoch_meter += [self.step_stats["loss"], 1, self.step_stats["samples"]]
 
     def _loss_weights(self, status: paddle.Tensor) -> paddle.Tensor:
-        # Sum over this rank of loss * world / global_count; fleet averages over ranks -> the global mean.
-        scale = self.dist.world_size / self.global_counts[self.iter]
+        # Sum of loss * world / (real samples in this update across ranks and accumulated micro-batches);
+        # fleet averages gradients over ranks, so the update follows the exact mean over the global batch.
+        accum = self.cfg.Train.accum_steps
+        group = self.iter // accum * accum
+        scale = self.dist.world_size / sum(self.global_counts[group:group + accum])
         return (status == OK).astype("float32") * scale
 
     def _optimizer_step(self) -> None:
