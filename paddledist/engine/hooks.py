@@ -108,3 +108,31 @@ class DigestHook:
             digest.update(name.encode())
             digest.update(value.numpy().tobytes())
         log.info("final parameter digest: %s", digest.hexdigest())
+
+
+class VisualDLHook:
+    """Scalars for VisualDL (loss, lr, top-1) from rank 0, when the optional visualdl package is installed."""
+
+    def __init__(self, logdir: str, enabled: bool) -> None:
+        try:
+            from visualdl import LogWriter
+        except ImportError:
+            enabled = False
+        if not enabled:
+            self.writer = None
+        else:
+            self.writer = LogWriter(logdir=logdir)
+
+    def after_step(self, t) -> None:
+        if self.writer:
+            self.writer.add_scalar("train/loss", t.step_stats["loss"], t.state.global_step)
+            self.writer.add_scalar("train/lr", t.optimizer.get_lr(), t.state.global_step)
+
+    def after_epoch(self, t) -> None:
+        entry = t.state.history[-1] if t.state.history else {}
+        if self.writer and "top1" in entry:
+            self.writer.add_scalar("eval/top1", entry["top1"], t.state.epoch)
+
+    def after_train(self, t) -> None:
+        if self.writer:
+            self.writer.close()

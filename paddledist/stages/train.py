@@ -12,7 +12,7 @@ from paddledist.data.formats import load_samples
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
 from paddledist.engine import checkpoint
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.hooks import CheckpointHook, DigestHook, EvalHook, LogHook, ResultHook
+from paddledist.engine.hooks import CheckpointHook, DigestHook, EvalHook, LogHook, ResultHook, VisualDLHook
 from paddledist.engine.schedule import lr_factor, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.errors import UserError
@@ -81,7 +81,8 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
         from paddle.distributed import fleet
 
         model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
-    hooks = [LogHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook()]
+    hooks = [LogHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
+             VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler)
     trainer.state = state
