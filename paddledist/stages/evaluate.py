@@ -1,0 +1,77 @@
+"""The evaluate stage: top-1/top-5 of Evaluate.weight_path on the validation split, on one or many processes.
+
+Each rank evaluates a disjoint, unpadded shard and the counts are summed over ranks, so the numbers
+equal a single-process run exactly. Rank 0 reads the weights (they may exist on the first machine only)
+and shares them; rank 0 writes `<Global.output>/evaluate_result.json`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable
+
+from paddledist.config import Config
+from paddledist.data.formats import load_samples
+from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
+from paddledist.engine.results import write_json
+from paddledist.errors import UserError
+from paddledist.models import check_model_name
+from paddledist.stages import weights
+from paddledist.stages.common import check_labels, set_device, setup_logging
+
+log = logging.getLogger("paddledist")
+RESULT = "evaluate_result.json"
+
+
+def preflight(cfg: Config, dist: DistEnv):
+    """Model name, validation data and (rank 0) the weight file, before anything is written."""
+    check_model_name(cfg.Global.model)
+    val = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed)
+    if len(val) == 0:
+        raise UserError(f"{cfg.Global.dataset_dir}: the val split is empty; evaluate needs validation samples")
+    check_labels(val, cfg.Train.num_classes, cfg.Global.dataset_dir)
+    return val, weights.read(cfg, "Evaluate", dist)
+
+
+def run(cfg: Config, dist: DistEnv) -> None:
+    from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, Transform, make_loader
+    from paddledist.engine.metrics import evaluate
+
+    val, params = preflight(cfg, dist)
+    set_device(cfg, dist)
+    init_process_group(dist)
+    model = weights.build(cfg, broadcast_object(params, dist), "Evaluate")
+    setup_logging(cfg.Global.output, "evaluate", dist)
+    path, _ = weights.resolve(cfg, "Evaluate")
+    if dist.is_main:
+        log.info("evaluating %s on %d validation samples over %d process(es)", path, len(val), dist.world_size)
+    t = cfg.Train
+    dataset = ImageDataset(val, Transform(t.input_size, False, False))
+    loader = make_loader(dataset, EvalBatchSampler(len(dataset), t.batch_size, dist.world_size, dist.rank),
+                         t.num_workers)
+    m = evaluate(model, logged(loader, cfg.Evaluate.log_interval), dist)
+    if m["undecodable"]:
+        log.warning("%d validation sample(s) could not be decoded and were left out", m["undecodable"])
+    log.info("evaluate: top1 %.4f top5 %.4f loss %.4f on %d samples", m["top1"], m["top5"], m["loss"], m["num_samples"])
+    if dist.is_main:
+        write_json(os.path.join(cfg.Global.output, RESULT), result(cfg, dist, path, m))
+
+
+def logged(loader, interval: int) -> Iterable:
+    """The loader, logging progress every `interval` batches (Evaluate.log_interval)."""
+    total = len(loader)
+    for i, batch in enumerate(loader, 1):
+        if i % interval == 0 or i == total:
+            log.info("eval iter %d/%d", i, total)
+        yield batch
+
+
+def result(cfg: Config, dist: DistEnv, path: str, m: dict) -> dict:
+    """evaluate_result.json: PaddleX's done_flag and metrics, plus the plain numbers and what was evaluated."""
+    return {
+        "done_flag": True, "model_name": cfg.Global.model, "weight_path": path, "dataset_dir": cfg.Global.dataset_dir,
+        "top1": m["top1"], "top5": m["top5"], "loss": m["loss"], "num_samples": m["num_samples"],
+        "undecodable": m["undecodable"], "world_size": dist.world_size,
+        "metrics": {"val.top1": m["top1"], "val.top5": m["top5"]},
+    }
