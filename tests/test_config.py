@@ -24,6 +24,7 @@ SCHEMA_KEYS = {
     "Train.eval_interval", "Train.save_interval", "Train.dist_ips", "Train.augment", "Train.input_size",
     "Train.num_workers", "Train.momentum", "Train.weight_decay", "Train.scale_lr", "Train.accum_steps",
     "Train.amp", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",
+    "Train.heartbeat_interval", "Train.heartbeat_timeout",
     "Evaluate.weight_path", "Evaluate.log_interval",
     "Export.weight_path",
     "Predict.batch_size", "Predict.model_dir", "Predict.input", "Predict.kernel_option.run_mode",
@@ -356,3 +357,11 @@ def test_split_percentages_must_add_up():
     cfg = load(None, ["CheckDataset.split.enable=true", "CheckDataset.split.train_percent=80",
                       "CheckDataset.split.val_percent=20"])
     assert cfg.CheckDataset.split.train_percent == 80
+
+
+def test_heartbeat_timeout_must_cover_two_intervals():
+    assert "Train.heartbeat_timeout (3.0) must be at least twice Train.heartbeat_interval (2.0)" in \
+        _error(None, ["Train.heartbeat_interval=2", "Train.heartbeat_timeout=3"])
+    assert "Train.heartbeat_interval must be a finite number > 0" in _error(None, ["Train.heartbeat_interval=0"])
+    cfg = load(None, ["Train.heartbeat_interval=0.5", "Train.heartbeat_timeout=1"])
+    assert (cfg.Train.heartbeat_interval, cfg.Train.heartbeat_timeout) == (0.5, 1.0)

@@ -105,6 +105,10 @@ class TrainConfig:
     """(paddledist) Seconds to wait for every machine to appear before failing, naming the missing ones."""
     max_bad_samples: int = 10
     """(paddledist) Undecodable samples tolerated (counted and reported) before training stops."""
+    heartbeat_interval: float = 5.0
+    """(paddledist) Seconds between heartbeats each machine's supervisor exchanges with the first machine's."""
+    heartbeat_timeout: float = 60.0
+    """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ _MINIMA = {
     "Train.save_interval": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
     "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
     "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
-    "Train.max_bad_samples": (0, True), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True),
+    "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True),
 }
 
 
@@ -38,6 +38,10 @@ def validate(cfg: Config) -> None:
             raise UserError(f"{key} must be {kind}{bound}, got {value} (set it in the config or with -o {key}=...)")
     if cfg.Train.port > 65535 - 16:
         raise UserError(f"Train.port must leave room for the job's ports below 65535, got {cfg.Train.port}")
+    if cfg.Train.heartbeat_timeout < 2 * cfg.Train.heartbeat_interval:
+        raise UserError(f"Train.heartbeat_timeout ({cfg.Train.heartbeat_timeout}) must be at least twice "
+                        f"Train.heartbeat_interval ({cfg.Train.heartbeat_interval}), so that one late heartbeat "
+                        "does not stop the job; raise the timeout or lower the interval")
     _validate_modes(cfg.Global.mode)
     parse_device(cfg.Global.device)
     _validate_split(cfg)
