@@ -1,0 +1,114 @@
+"""The export stage: Export.weight_path (default best_model) -> a Paddle Inference model in Global.output/inference.
+
+`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = Train.input_size) writes inference.json (paddle 3's
+PIR program; inference.pdmodel on older builds) and inference.pdiparams; inference.yml beside them says how to
+preprocess, the label names, model name and class count. The exported program ends in a softmax, so it
+outputs class probabilities (like PaddleX's exported classifiers). Everything is written into a temporary
+folder first and renamed into place, so a failed export leaves any previous model as it was.
+Runs on the first machine only, in one process, on CPU (tracing needs no accelerator).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import yaml
+
+from paddledist.config import Config
+from paddledist.data.formats import load_samples
+from paddledist.engine.distenv import DistEnv
+from paddledist.errors import UserError
+from paddledist.models import check_model_name
+from paddledist.stages import weights
+
+FOLDER, PREFIX, INPUT_NAME, TOPK = "inference", "inference", "x", 5
+
+
+def run(cfg: Config, dist: DistEnv) -> None:
+    import paddle
+
+    check_model_name(cfg.Global.model)
+    params = weights.read(cfg, "Export", DistEnv())
+    paddle.set_device("cpu")
+    model = weights.build(cfg, params, "Export")
+    path, _ = weights.resolve(cfg, "Export")
+    final = os.path.join(cfg.Global.output, FOLDER)
+    tmp = os.path.join(cfg.Global.output, f".{FOLDER}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        save_program(model, cfg.Train.input_size, os.path.join(tmp, PREFIX))
+        with open(os.path.join(tmp, "inference.yml"), "w", encoding="utf-8") as f:
+            yaml.safe_dump(inference_yml(cfg, path), f, sort_keys=False, allow_unicode=True)
+        publish(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"paddledist: export: {path} -> {final} ({', '.join(sorted(os.listdir(final)))})", flush=True)
+
+
+def save_program(model, input_size: int, prefix: str) -> None:
+    import paddle
+    import paddle.nn.functional as F
+
+    class WithSoftmax(paddle.nn.Layer):
+        def __init__(self, inner) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return F.softmax(self.inner(x), axis=-1)
+
+    spec = paddle.static.InputSpec([None, 3, input_size, input_size], "float32", name=INPUT_NAME)
+    paddle.jit.save(WithSoftmax(model), prefix, input_spec=[spec])
+
+
+def inference_yml(cfg: Config, weight_path: str) -> dict:
+    from paddledist.data.pipeline import preprocess_spec
+
+    pre = dict(preprocess_spec(cfg.Train.input_size))
+    pre.setdefault("interpolation", "bilinear")  # what data.pipeline's Resize uses on PIL images
+    return {
+        "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
+                   "input_size": cfg.Train.input_size, "input_name": INPUT_NAME, "weight_path": weight_path},
+        "PreProcess": pre,
+        "PostProcess": {"output": "probabilities", "topk": min(TOPK, cfg.Train.num_classes),
+                        "label_names": label_names(cfg)},
+    }
+
+
+def label_names(cfg: Config) -> list[str]:
+    """The names training recorded (Global.output/label_dict.txt), else the dataset's, else the class ids."""
+    n = cfg.Train.num_classes
+    names = _label_dict(os.path.join(cfg.Global.output, "label_dict.txt"))
+    if not names:
+        try:
+            names = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed).label_names
+        except UserError:
+            names = []
+    names = [str(x) for x in names][:n]
+    return names + [str(i) for i in range(len(names), n)]
+
+
+def _label_dict(path: str) -> list[str]:
+    if not os.path.isfile(path):
+        return []
+    found = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, _, name = line.rstrip("\n").partition(" ")
+            if key.isdigit():
+                found[int(key)] = name or key
+    return [found.get(i, str(i)) for i in range(max(found, default=-1) + 1)]
+
+
+def publish(tmp: str, final: str) -> None:
+    """Move the complete model into place; an older model is moved aside first and removed after."""
+    old = f"{final}.old-{os.getpid()}"
+    if os.path.lexists(final):
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if os.path.isdir(old) and not os.path.islink(old):
+        shutil.rmtree(old)
+    elif os.path.lexists(old):
+        os.remove(old)
