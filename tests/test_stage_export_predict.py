@@ -1,0 +1,142 @@
+"""export -> predict through the real tools: the exported program, run by paddle.inference on the validation
+images, is exactly as accurate as evaluate; inference.yml drives preprocessing; a failed export changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from paddledist.config import load
+from paddledist.engine.distenv import DistEnv
+from paddledist.errors import UserError
+from paddledist.stages import export, predict
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = str(REPO / "configs" / "image_classification.yaml")
+DIGITS = REPO / "dataset" / "digits"
+
+
+def tool(script: str, *overrides: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    argv = [sys.executable, str(REPO / "tools" / script), "-c", CONFIG, "-o", f"Global.dataset_dir={DIGITS}", *overrides]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    """train (2 epochs) -> evaluate -> export into one output folder, shared by this module."""
+    out = tmp_path_factory.mktemp("exported")
+    ok(tool("train.py", f"Global.output={out}", "Train.epochs_iters=2", cwd=out))
+    ok(tool("eval.py", f"Global.output={out}", cwd=out))
+    ok(tool("export.py", f"Global.output={out}", cwd=out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def val_images(tmp_path_factory) -> tuple[Path, dict[str, int]]:
+    """A folder holding (links to) the validation images only, and each file name's label."""
+    folder = tmp_path_factory.mktemp("val_images")
+    labels = {}
+    for line in (DIGITS / "val.txt").read_text().splitlines():
+        rel, label = line.split()
+        (folder / Path(rel).name).symlink_to(DIGITS / rel)
+        labels[Path(rel).name] = int(label)
+    return folder, labels
+
+
+def test_export_writes_a_complete_inference_folder(exported):
+    files = sorted(p.name for p in (exported / "inference").iterdir())
+    assert files in (["inference.json", "inference.pdiparams", "inference.yml"],
+                     ["inference.pdiparams", "inference.pdmodel", "inference.yml"])
+    spec = yaml.safe_load((exported / "inference" / "inference.yml").read_text())
+    assert spec["Global"]["model_name"] == "LeNet" and spec["Global"]["num_classes"] == 10
+    assert spec["PreProcess"]["resize"] == [32, 32] and spec["PreProcess"]["channel_order"] == "RGB"
+    assert spec["PostProcess"]["label_names"] == [str(i) for i in range(10)]
+    assert not [p for p in exported.iterdir() if p.name.startswith(".inference")]
+
+
+def test_predict_on_the_validation_images_matches_evaluate(exported, val_images):
+    folder, labels = val_images
+    done = ok(tool("predict.py", f"Global.output={exported}", f"Predict.input={folder}", "Predict.batch_size=64",
+                   cwd=exported))
+    assert f"paddledist: predict: {len(labels)} image(s) with {exported}/inference (run_mode paddle)" in done.stdout
+    entries = json.loads((exported / "predict_result.json").read_text())
+    assert len(entries) == len(labels)
+    for e in entries:
+        assert len(e["class_ids"]) == len(e["scores"]) == len(e["label_names"]) == 5
+        assert e["scores"] == sorted(e["scores"], reverse=True) and 0 < sum(e["scores"]) <= 1.0 + 1e-5
+    accuracy = np.mean([e["class_ids"][0] == labels[Path(e["input"]).name] for e in entries])
+    evaluated = json.loads((exported / "evaluate_result.json").read_text())
+    assert abs(accuracy - evaluated["top1"]) < 0.005
+
+
+def test_one_file_with_onednn_and_a_bad_file_in_a_folder(exported, val_images, tmp_path):
+    folder, labels = val_images
+    image = sorted(folder.iterdir())[0]
+    out = tmp_path / "o"
+    ok(tool("predict.py", f"Global.output={out}", f"Predict.model_dir={exported}/inference", f"Predict.input={image}",
+            "Predict.kernel_option.run_mode=mkldnn", cwd=tmp_path))
+    [one] = json.loads((out / "predict_result.json").read_text())
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "a.png").symlink_to(image)
+    (tmp_path / "mixed" / "b.png").write_bytes(b"no image here")
+    done = tool("predict.py", f"Global.output={out}", f"Predict.model_dir={exported}/inference",
+                f"Predict.input={tmp_path / 'mixed'}", cwd=tmp_path)
+    assert done.returncode == 2 and "predict: 1 of 2 input(s) could not be read" in done.stderr
+    good, bad = json.loads((out / "predict_result.json").read_text())
+    assert good["class_ids"] == one["class_ids"] and "b.png" in bad["error"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ((), "Predict.input is not set"),
+    (("Predict.input=/no/such/image.png",), "Predict.input: no such file or folder: /no/such/image.png"),
+    (("Predict.input=x.png", "Predict.kernel_option.run_mode=trt_fp16"), "unknown run mode 'trt_fp16'"),
+    (("Predict.input=.", "Predict.model_dir=/no/model"), "Predict.model_dir: /no/model holds no exported model"),
+])
+def test_predict_user_errors_exit_2(tmp_path, overrides, message):
+    Image.new("RGB", (8, 8)).save(tmp_path / "x.png")
+    done = tool("predict.py", f"Global.output={tmp_path / 'out'}", *overrides, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_export_leaves_the_previous_model_untouched(exported, monkeypatch):
+    cfg = load(CONFIG, [f"Global.output={exported}", f"Global.dataset_dir={DIGITS}"])
+    before = {p.name: p.read_bytes() for p in (exported / "inference").iterdir()}
+
+    def half_then_fail(model, size, prefix):
+        Path(prefix + ".pdiparams").write_bytes(b"half")
+        raise UserError("simulated failure while saving")
+
+    monkeypatch.setattr(export, "save_program", half_then_fail)
+    with pytest.raises(UserError, match="simulated"):
+        export.run(cfg, DistEnv())
+    assert {p.name: p.read_bytes() for p in (exported / "inference").iterdir()} == before
+    assert not [p for p in exported.iterdir() if p.name.startswith(".inference")]
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 3), (45, 61, 3), (32, 32, 3)])
+def test_predict_preprocessing_equals_the_evaluation_transform(shape):
+    from paddledist.data.pipeline import Transform, preprocess_spec
+
+    image = np.random.RandomState(sum(shape)).randint(0, 256, shape).astype(np.uint8)
+    pre = dict(preprocess_spec(32), interpolation="bilinear")
+    assert np.array_equal(predict.preprocess(image, pre), Transform(32, False, False)(image))
+
+
+def test_top_k_is_capped_by_the_class_count():
+    e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_names": ["x", "y", "z"]})
+    assert e == {"input": "a.png", "class_ids": [1, 2, 0], "scores": [0.7, 0.2, 0.1], "label_names": ["y", "z", "x"]}
