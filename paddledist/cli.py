@@ -25,9 +25,10 @@ def main(argv: Optional[Sequence[str]] = None, mode: Optional[str] = None, prog:
     overrides = [item for group in args.override for item in group]
     try:
         from paddledist.config import load
-        from paddledist.stages import run_pipeline
 
         cfg = load(args.config, overrides + ([f"Global.mode={mode}"] if mode else []))
+        from paddledist.stages import run_pipeline  # after the config: its mistakes are reported fast
+
         return run_pipeline(cfg, args.config, overrides, dry_run=args.dry_run)
     except UserError as e:
         print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
