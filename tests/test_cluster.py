@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -134,13 +135,16 @@ def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.
                        port=port, job_id="t", peer_timeout=timeout, source="test")
 
 
-def run_nodes(*plans: ClusterPlan) -> list:
-    """Preflight every plan in its own thread; the result per node is None or the UserError message."""
+def run_nodes(*plans: ClusterPlan, facts=None) -> list:
+    """Preflight every plan in its own thread; the result per node is None or the UserError message.
+    `facts`: per-node fingerprints."""
     results: list = [None] * len(plans)
 
     def one(i: int) -> None:
         try:
-            preflight(plans[i])
+            peers = preflight(plans[i], facts[i] if facts else None)
+            if peers is not None:
+                peers.close()
         except UserError as e:
             results[i] = str(e)
 
@@ -189,3 +193,112 @@ def test_preflight_fails_fast_when_the_store_port_is_taken():
 
 def test_preflight_is_a_no_op_for_one_node():
     preflight(ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), free_port(), "t", 1, "test"))
+
+
+# --- ports: a busy port names the process that holds it -------------------------------------------------
+
+@pytest.fixture
+def listener(tmp_path):
+    """A separate process listening on a free port: (port, pid)."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    code = f"import socket, time; holder_marker = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    yield port, proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def test_a_busy_port_names_its_process(listener):
+    from paddledist.cluster import ports
+
+    port, pid = listener
+    assert ports.bind_error(port) is not None and ports.bind_error(free_port()) is None
+    found = dict(ports.holders(port))
+    assert pid in found and "holder_marker" in found[pid]
+
+
+def test_preflight_on_node_0_names_the_holder_of_train_port(listener):
+    port, pid = listener
+    with pytest.raises(UserError) as e:
+        preflight(node(0, port))
+    message = str(e.value)
+    assert f"port {port} (Train.port) on node 0 (127.0.0.1) is in use, held by pid {pid} (" in message
+    assert "holder_marker" in message and "-o Train.port=" in message
+
+
+# --- fingerprint: machines must agree on versions, config and dataset lists -----------------------------
+
+def test_fingerprint_leaves_out_per_node_keys_and_reads_dataset_lists(tmp_path):
+    from paddledist.cluster.fingerprint import PER_NODE, fingerprint
+
+    (tmp_path / "train.txt").write_text("a.png 0\n")
+    facts = fingerprint(cfg(f"Global.dataset_dir={tmp_path}", "Global.output=/x", "Train.batch_size=32"))
+    assert not PER_NODE & set(facts["config"])
+    assert facts["config"]["Train.batch_size"][1] == "32"
+    assert facts["data"]["train.txt"].startswith("sha256 ") and facts["data"]["val.txt"] == "missing"
+    assert facts["versions"]["paddle"].startswith("paddlepaddle")
+    same = fingerprint(cfg(f"Global.dataset_dir={tmp_path}", "Global.output=/elsewhere", "Train.batch_size=32"))
+    assert same == facts
+
+
+def test_fingerprint_of_cifar_batches_is_their_sizes(tmp_path):
+    from paddledist.cluster.fingerprint import data_digests
+
+    (tmp_path / "data_batch_1").write_bytes(b"x" * 7)
+    sizes = data_digests(str(tmp_path))
+    assert sizes["data_batch_1"] == "7 bytes" and sizes["test_batch"] == "missing"
+    assert data_digests("synthetic:64") == {"synthetic": "synthetic:64"}
+
+
+def facts_for(tmp_path, name: str, labels: str, *overrides: str):
+    from paddledist.cluster.fingerprint import fingerprint
+
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "train.txt").write_text(labels)
+    return fingerprint(cfg(f"Global.dataset_dir={folder}", *overrides))
+
+
+def test_preflight_names_the_differing_config_key(tmp_path):
+    port = free_port()
+    facts = [facts_for(tmp_path, "a", "x 0\n"), facts_for(tmp_path, "b", "x 0\n", "Train.learning_rate=0.1")]
+    results = run_nodes(node(0, port), node(1, port), facts=facts)
+    assert ("node 1 (127.0.0.2) differs from node 0: config key Train.learning_rate is 0.1 there, 0.05 on node 0"
+            in results[0]), results[0]
+    assert results[1].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) differs from node 0")
+
+
+def test_preflight_names_the_differing_dataset_file_and_version(tmp_path):
+    port = free_port()
+    facts = [facts_for(tmp_path, "a", "x 0\n"), facts_for(tmp_path, "b", "x 1\n")]
+    facts[1]["versions"]["paddle"] = "paddlepaddle 0.0.1"
+    results = run_nodes(node(0, port), node(1, port), facts=facts)
+    assert "paddle paddlepaddle 0.0.1 there" in results[0]
+    assert "dataset file train.txt is sha256 " in results[0], results[0]
+    assert "val.txt" not in results[0]  # missing on both: no difference
+
+
+def test_a_late_node_still_hears_why_the_job_stopped():
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    results: list = [None] * 3
+
+    def one(i: int, p: ClusterPlan, delay: float) -> None:
+        time.sleep(delay)
+        try:
+            preflight(p)
+        except UserError as e:
+            results[i] = str(e)
+
+    plans = [node(0, port, nodes=nodes), node(1, port, nproc=2, nodes=nodes), node(2, port, nodes=nodes)]
+    threads = [threading.Thread(target=one, args=(i, p, 1.5 if i == 2 else 0)) for i, p in enumerate(plans)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert "node 1 (127.0.0.2) has number of processes" in results[0]
+    assert results[2].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes"), results[2]

@@ -4,8 +4,11 @@ Imports nothing of paddle: it must start fast and work where paddle's GPU build 
 """
 
 from paddledist.cluster.addresses import validate_dist_ips
+from paddledist.cluster.fingerprint import fingerprint
+from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.interfaces import LocalAddress, local_addresses
 from paddledist.cluster.plan import ClusterPlan, plan
 from paddledist.cluster.preflight import preflight
 
-__all__ = ["ClusterPlan", "LocalAddress", "local_addresses", "plan", "preflight", "validate_dist_ips"]
+__all__ = ["ClusterPlan", "LocalAddress", "Peers", "fingerprint", "local_addresses", "plan", "preflight",
+           "validate_dist_ips"]

@@ -9,6 +9,7 @@ from typing import Mapping, Optional, Sequence
 from paddledist.cluster.addresses import normalise_ip, validate_dist_ips
 from paddledist.cluster.interfaces import LocalAddress, local_addresses
 from paddledist.config import Config, DeviceSpec, parse_device
+from paddledist.config.schema import TrainConfig
 from paddledist.errors import UserError
 
 LOCAL_HOST = "127.0.0.1"
@@ -34,6 +35,10 @@ class ClusterPlan:
     """Seconds to wait for every machine before failing, naming the missing ones."""
     source: str
     """How this machine was identified, for messages."""
+    heartbeat_interval: float = TrainConfig.heartbeat_interval
+    """Train.heartbeat_interval: seconds between the supervisors' heartbeats."""
+    heartbeat_timeout: float = TrainConfig.heartbeat_timeout
+    """Train.heartbeat_timeout: seconds of silence before a machine is declared lost."""
 
     @property
     def host(self) -> str:
@@ -77,7 +82,8 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
         nodes, node_rank, source = (LOCAL_HOST,), 0, "single machine, no Train.dist_ips"
     return ClusterPlan(nodes=nodes, node_rank=node_rank, ifname=_ifname_of(nodes[node_rank], local),
                        device=parse_device(cfg.Global.device), port=cfg.Train.port, job_id=cfg.Train.job_id,
-                       peer_timeout=cfg.Train.peer_timeout, source=source)
+                       peer_timeout=cfg.Train.peer_timeout, source=source,
+                       heartbeat_interval=cfg.Train.heartbeat_interval, heartbeat_timeout=cfg.Train.heartbeat_timeout)
 
 
 def _find_self(nodes: tuple[str, ...], local: Sequence[LocalAddress], node_ip: Optional[str],

@@ -1,41 +1,51 @@
 """Preflight: before anything trains, every machine meets the first one on Train.port, bounded in time.
 
-Node 0 listens on Train.port; every other node connects (retrying) and says who it is. When all have
-joined with the same job, node list and device layout, node 0 answers "ok" to each and everyone launches.
-Otherwise every node fails with one line naming the missing or mismatched node(s), instead of paddle's
-launcher blocking forever. Plain TCP and JSON lines; no paddle import.
+Node 0 checks that Train.port and Train.port + 1 are free here (naming the process that holds one), then
+listens on Train.port; every other node connects (retrying) and says who it is and what it runs: job id, node
+list, device layout, and a fingerprint (versions, resolved config, dataset lists; see fingerprint.py). When
+all have joined and agree, node 0 answers "ok" to each and everyone launches; the connections stay open for
+the heartbeats (heartbeat.py). Otherwise every node fails with one line naming the missing or differing
+node and what differs, instead of paddle's launcher blocking forever. Plain TCP and JSON lines; no paddle.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import socket
 import time
 from typing import Optional
 
+from paddledist.cluster import ports
+from paddledist.cluster.fingerprint import differences
+from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.plan import ClusterPlan
+from paddledist.cluster.wire import LineSocket
 from paddledist.errors import UserError
 
 _REPLY_GRACE_S = 10.0
 """A joining node waits this much beyond its own timeout, so node 0's verdict (with names) reaches it."""
+_MAX_SHOWN = 4
+"""Differences listed in one message."""
 
 
-def preflight(plan: ClusterPlan) -> None:
-    """Return when every machine is present and agrees; raise UserError naming what is wrong."""
+def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers]:
+    """Return when every machine is present and agrees: the heartbeat links (not yet started), or None for a
+    one-machine job. Raise UserError naming what is wrong. `facts`: this node's fingerprint, compared too."""
     if plan.nnodes < 2:
-        return
+        return None
+    mine = hello(plan, facts)
     if plan.node_rank == 0:
-        _check_store_port_free(plan)
-        _serve(plan)
+        check_ports_free(plan)
+        links = _serve(plan, mine)
     else:
-        _join(plan)
+        links = {0: _join(plan, mine)}
+    return Peers(plan, links, plan.heartbeat_interval, plan.heartbeat_timeout)
 
 
-def hello(plan: ClusterPlan) -> dict:
+def hello(plan: ClusterPlan, facts: Optional[dict] = None) -> dict:
     """What a node says about itself; node 0 compares it with its own view."""
     return {"job": plan.job_id, "nodes": list(plan.nodes), "node": plan.node_rank,
-            "kind": plan.device.kind, "nproc": plan.nproc_per_node}
+            "kind": plan.device.kind, "nproc": plan.nproc_per_node, "facts": facts or {}}
 
 
 def mismatch(mine: dict, theirs: dict) -> Optional[str]:
@@ -48,6 +58,11 @@ def mismatch(mine: dict, theirs: dict) -> Optional[str]:
                     "run the same config on every machine")
     if not isinstance(theirs.get("node"), int) or not 0 < theirs["node"] < len(mine["nodes"]):
         return f"a peer claims to be node {theirs.get('node')!r}, which is not a joining node"
+    found = differences(mine.get("facts") or {}, theirs.get("facts") or {})
+    if found:
+        more = f" (and {len(found) - _MAX_SHOWN} more)" if len(found) > _MAX_SHOWN else ""
+        return (f"{who} differs from node 0: {'; '.join(found[:_MAX_SHOWN])}{more}; every machine needs the same "
+                "code, config and dataset")
     return None
 
 
@@ -60,66 +75,101 @@ def _address(mine: dict, node: object) -> str:
     return nodes[node] if isinstance(node, int) and 0 <= node < len(nodes) else "?"
 
 
-def _check_store_port_free(plan: ClusterPlan) -> None:
-    """Rank 0 serves paddle's TCP store on Train.port + 1 (the launcher's --start_port) on node 0."""
-    port = plan.port + 1
-    try:
-        with _bound(port):
-            pass
-    except OSError as e:
-        raise UserError(f"port {port} (Train.port + 1) on node 0 ({plan.host}) is unusable ({e.strerror}); another "
-                        "job may be running: stop it or choose another -o Train.port=...") from None
+def check_ports_free(plan: ClusterPlan) -> None:
+    """Node 0 serves the preflight on Train.port and rank 0 paddle's TCP store on Train.port + 1."""
+    for port, what in ((plan.port, "Train.port"), (plan.port + 1, "Train.port + 1")):
+        error = ports.bind_error(port)
+        if error is not None:
+            held = ports.describe_holders(port) if error.errno == errno.EADDRINUSE else error.strerror
+            raise UserError(f"port {port} ({what}) on node 0 ({plan.host}) is in use, {held}; stop that process "
+                            "or choose another -o Train.port=... (the same on every machine)")
 
 
-def _bound(port: int) -> socket.socket:
+def _listen(port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("", port))
-    except OSError:
+        sock.listen(64)
+    except OSError as e:
         sock.close()
-        raise
+        raise UserError(f"node 0 cannot listen on Train.port {port} ({e.strerror}); another job may be "
+                        "running: stop it or choose another -o Train.port=...") from None
     return sock
 
 
-def _serve(plan: ClusterPlan) -> None:
+def _serve(plan: ClusterPlan, mine: dict) -> dict[int, LineSocket]:
     deadline = time.monotonic() + plan.peer_timeout
-    try:
-        server = _bound(plan.port)
-    except OSError as e:
-        raise UserError(f"node 0 cannot listen on Train.port {plan.port} ({e.strerror}); another job may be "
-                        "running: stop it or choose another -o Train.port=...") from None
-    joined: dict[int, socket.socket] = {}
-    with server:
-        server.listen(64)
+    joined: dict[int, LineSocket] = {}
+    told: set = set()
+    with _listen(plan.port) as server:
         try:
-            _gather(server, plan, joined, deadline)
+            _gather(server, plan, mine, joined, told, deadline)
         except UserError as e:
-            _answer(joined, {"ok": False, "error": str(e)})
+            _tell_everyone(server, plan, joined, told, deadline, {"ok": False, "error": str(e)})
             raise
-        _answer(joined, {"ok": True})
+    for link in joined.values():
+        link.send({"ok": True})
+    return joined
 
 
-def _gather(server: socket.socket, plan: ClusterPlan, joined: dict, deadline: float) -> None:
-    mine = hello(plan)
-    while len(joined) < plan.nnodes - 1:
+def _accept(server: socket.socket, deadline: float) -> Optional[tuple[LineSocket, Optional[dict]]]:
+    """The next connection and its first message (None if not one of ours); None when the deadline passed."""
+    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise UserError(_missing_message(plan, joined))
+            return None
         server.settimeout(min(remaining, 1.0))
         try:
             conn, _ = server.accept()
         except socket.timeout:
             continue
-        theirs = _read_json(conn, timeout=5.0)
+        link = LineSocket(conn)
+        return link, link.read(timeout=5.0)
+
+
+def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, told: set, deadline: float) -> None:
+    while len(joined) < plan.nnodes - 1:
+        got = _accept(server, deadline)
+        if got is None:
+            raise UserError(_missing_message(plan, joined))
+        link, theirs = got
         if theirs is None:  # not one of ours (a port scan, a stray client): ignore it
-            conn.close()
+            link.close()
             continue
         problem = mismatch(mine, theirs) or _duplicate(theirs, joined, plan)
         if problem:
-            _answer({-1: conn}, {"ok": False, "error": problem})
+            _answer(link, {"ok": False, "error": problem})
+            told.add(str(theirs.get("node")))
             raise UserError(problem)
-        joined[theirs["node"]] = conn
+        joined[theirs["node"]] = link
+
+
+def _tell_everyone(server: socket.socket, plan: ClusterPlan, joined: dict, told: set, deadline: float,
+                   verdict: dict) -> None:
+    """Answer every node that came with the verdict; keep answering late ones until all were told or the
+    deadline passes, so that no node waits out its timeout without knowing why."""
+    told.update(map(str, joined))
+    for link in joined.values():
+        _answer(link, verdict)
+    while not set(map(str, range(1, plan.nnodes))) <= told:
+        got = _accept(server, deadline)
+        if got is None:
+            return
+        link, theirs = got
+        if theirs is not None:
+            told.add(str(theirs.get("node")))
+            _answer(link, verdict)
+        link.close()
+
+
+def _answer(link: LineSocket, message: dict) -> None:
+    try:
+        link.send(message)
+    except OSError:
+        pass
+    finally:
+        link.close()
 
 
 def _duplicate(theirs: dict, joined: dict, plan: ClusterPlan) -> Optional[str]:
@@ -136,30 +186,22 @@ def _missing_message(plan: ClusterPlan, joined: dict) -> str:
             f"command there, and check they can reach {plan.nodes[0]}:{plan.port} over TCP")
 
 
-def _answer(conns: dict, message: dict) -> None:
-    data = (json.dumps(message) + "\n").encode()
-    for conn in conns.values():
-        try:
-            conn.sendall(data)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-
-def _join(plan: ClusterPlan) -> None:
-    conn = _connect(plan, time.monotonic() + plan.peer_timeout)
-    with conn:
-        try:
-            conn.sendall((json.dumps(hello(plan)) + "\n").encode())
-        except OSError as e:
-            raise UserError(f"node 0 ({plan.nodes[0]}) dropped the preflight connection ({e.strerror})") from None
-        reply = _read_json(conn, timeout=plan.peer_timeout + _REPLY_GRACE_S)
+def _join(plan: ClusterPlan, mine: dict) -> LineSocket:
+    link = LineSocket(_connect(plan, time.monotonic() + plan.peer_timeout))
+    try:
+        link.send(mine)
+    except OSError as e:
+        link.close()
+        raise UserError(f"node 0 ({plan.nodes[0]}) dropped the preflight connection ({e.strerror})") from None
+    reply = link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
+    if reply is None or not reply.get("ok"):
+        link.close()
     if reply is None:
         raise UserError(f"node 0 ({plan.nodes[0]}) gave no preflight answer within Train.peer_timeout="
                         f"{plan.peer_timeout}s; look at its output")
     if not reply.get("ok"):
         raise UserError(f"node 0 ({plan.nodes[0]}) reports: {reply.get('error')}")
+    return link
 
 
 def _connect(plan: ClusterPlan, deadline: float) -> socket.socket:
@@ -180,13 +222,3 @@ def _reason(e: OSError) -> str:
     if isinstance(e, socket.timeout) or e.errno in (errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH):
         return "no route or no answer: a firewall or wrong address?"
     return e.strerror or str(e)
-
-
-def _read_json(conn: socket.socket, timeout: float) -> Optional[dict]:
-    conn.settimeout(timeout)
-    try:
-        line = conn.makefile("rb").readline(65536)
-        message = json.loads(line.decode())
-    except (OSError, ValueError):
-        return None
-    return message if isinstance(message, dict) else None

@@ -1,8 +1,9 @@
 """run(argv, env, ...): start paddle's launcher, stream its output, and end everything it started.
 
 The runner polls: every `interval_s` it records the process groups below the launcher and asks each
-watcher whether the job must stop (the hook for lost-node detection). On a failed rank it names the rank,
-its node and the tail of its workerlog. SIGINT/SIGTERM/exit end every process the launch started.
+watcher, and the other machines' heartbeat links (`peers`), whether the job must stop. On a failed rank it
+names the rank, its node and the tail of its workerlog, and first the lost machine that caused it, if any;
+then it tells the other machines how this one ended. SIGINT/SIGTERM/exit end every process the launch started.
 """
 
 from __future__ import annotations
@@ -16,13 +17,28 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence, TextIO
+from typing import Callable, Mapping, Optional, Protocol, Sequence, TextIO
 
 from paddledist.cluster import ClusterPlan
 from paddledist.launch import procs
 
 Watcher = Callable[[], Optional[str]]
 """Polled while the job runs; a returned message stops the job and is reported."""
+
+class PeerLinks(Protocol):
+    """The other machines' supervisors (cluster.heartbeat.Peers): why to stop, whom to blame, whom to tell."""
+
+    def check(self) -> Optional[str]: ...
+
+    def explain(self, wait_s: float) -> Optional[str]: ...
+
+    def failed(self, reason: str) -> None: ...
+
+    def done(self) -> None: ...
+
+
+BLAME_WAIT_S = 3.0
+"""After a local rank failed: how long to wait for word that a peer was lost first (and caused it)."""
 
 _FAILED = re.compile(r"Container rank (\d+) status failed cmd .* code (-?\d+) log (\S+)")
 
@@ -34,10 +50,13 @@ class _Seen:
 
 
 def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers: Sequence[Watcher] = (),
-        interval_s: float = 0.5, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
+        interval_s: float = 0.5, out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+        peers: Optional[PeerLinks] = None) -> int:
     """Run the launcher to the end; the exit code is non-zero if any local rank failed or a watcher fired.
-    Output goes to `out`/`err`, by default the sys.stdout/sys.stderr of the moment."""
+    Output goes to `out`/`err`, by default the sys.stdout/sys.stderr of the moment. `peers`: the other
+    machines, watched like a watcher, told how this machine ended, and asked whom to blame for a failure."""
     out, err = out or sys.stdout, err or sys.stderr
+    watchers = [*watchers, peers.check] if peers else list(watchers)
     tree = _Tree()
     procs.become_subreaper()
     proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -53,7 +72,10 @@ def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers
             tree.end(proc)
             procs.become_subreaper(False)
             reader.join(timeout=5)
-    return _report(proc.returncode, reason, stop.signum, seen, plan, err)
+    code, summary = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
+    if peers:
+        peers.done() if code == 0 else peers.failed(summary)
+    return code
 
 
 class _Tree:
@@ -107,21 +129,32 @@ def _pump(stream, out: TextIO, seen: _Seen) -> None:
             seen.failed[int(match.group(1))] = (int(match.group(2)), match.group(3))
 
 
-def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO) -> int:
+def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO,
+            peers: Optional[PeerLinks]) -> tuple[int, str]:
+    """Print why this launch ended; (exit code, one line for the other machines)."""
+    here = f"node {plan.node_rank} ({plan.host})"
     if signum:
         print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
-        return 128 + signum
+        return 128 + signum, f"stopped by signal {signum} on {here}"
     if reason:
-        print(f"paddledist: stopping the job: {reason}", file=err, flush=True)
-        return 1
+        print(f"paddledist: stopping the job: {reason}; ended every process of this launch on {here}",
+              file=err, flush=True)
+        return 1, reason
     if code == 0 and not seen.failed:
-        return 0
+        return 0, ""
+    blame = peers.explain(BLAME_WAIT_S) if peers else None
+    if blame:
+        print(f"paddledist: stopping the job: {blame}; the failures below on {here} follow from it",
+              file=err, flush=True)
     for local_rank, (rank_code, log) in sorted(seen.failed.items()):
         print(_rank_failure(plan, local_rank, rank_code, log), file=err, flush=True)
-    if not seen.failed:
-        print(f"paddledist: paddle.distributed.launch exited with code {code} on node {plan.node_rank} "
-              f"({plan.host}); see its output above", file=err, flush=True)
-    return code if code > 0 else (128 - code if code < 0 else 1)
+    if seen.failed:
+        local_rank, (rank_code, log) = min(seen.failed.items())
+        summary = f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code} (log: {log} on {here})"
+    else:
+        summary = f"paddle.distributed.launch exited with code {code} on {here}"
+        print(f"paddledist: {summary}; see its output above", file=err, flush=True)
+    return (code if code > 0 else (128 - code if code < 0 else 1)), summary
 
 
 def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str) -> str:

@@ -48,8 +48,13 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         print("\n".join(env_changes(os.environ, env)), flush=True)
         return 0
     _print_choices(plan, env)
-    cluster.preflight(plan)
-    return run(argv, env, plan)
+    peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
+    if peers is None:
+        return run(argv, env, plan)
+    try:
+        return run(argv, env, plan, peers=peers.start())
+    finally:
+        peers.close()
 
 
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:

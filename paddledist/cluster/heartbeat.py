@@ -1,0 +1,183 @@
+"""Heartbeats between the supervisors, over the connections the preflight opened (no extra port).
+
+Node 0 (the hub) keeps one connection per other node; each other node keeps its one connection to node 0.
+Every Train.heartbeat_interval seconds each side sends {"beat": node}. The hub declares a node lost when its
+connection closes (its processes were killed: the kernel closes their sockets at once) or when nothing came
+for Train.heartbeat_timeout seconds (its link or machine is down), and tells every other node
+{"lost": node, "why": ...}. A node that loses node 0 decides the same on its own. A node whose own workers
+fail sends {"stop": reason} and the hub relays it, so every node stops at once instead of waiting for paddle's
+collectives to time out. {"done": node} marks a node that finished cleanly: its closing is not a loss.
+
+The supervising runner polls `check()` and, on a verdict, ends its workers and exits non-zero naming the node.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from typing import Optional
+
+from paddledist.cluster.plan import ClusterPlan
+from paddledist.cluster.wire import LineSocket
+
+_TICK_S = 0.1
+
+
+class Peers:
+    """This node's heartbeat links: {node index: connection} (node 0: every other node; others: node 0)."""
+
+    def __init__(self, plan: ClusterPlan, links: dict[int, LineSocket], interval_s: float, timeout_s: float,
+                 clock=time.monotonic) -> None:
+        self.plan, self.links = plan, dict(links)
+        self.interval_s, self.timeout_s, self.clock = interval_s, timeout_s, clock
+        self.me = plan.node_rank
+        now = clock()
+        self.last_seen = {k: now for k in self.links}
+        self.finished: set[int] = set()
+        self.gone: set[int] = set()
+        self.verdict: Optional[str] = None
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="paddledist-heartbeat", daemon=True)
+
+    @property
+    def is_hub(self) -> bool:
+        return self.me == 0
+
+    def who(self, node: int) -> str:
+        address = self.plan.nodes[node] if 0 <= node < self.plan.nnodes else "?"
+        return f"node {node} ({address})"
+
+    # --- what the runner calls ----------------------------------------------------------------------
+
+    def start(self) -> "Peers":
+        for link in self.links.values():
+            link.sock.setblocking(False)
+        self._thread.start()
+        return self
+
+    def check(self) -> Optional[str]:
+        """Why this node must stop (a peer lost or stopped), or None."""
+        return self.verdict
+
+    def explain(self, wait_s: float) -> Optional[str]:
+        """After this node's own workers failed: the peer to blame, if any. Waits up to `wait_s` for the hub's
+        word (a peer's failure usually breaks the collectives here a moment before it arrives)."""
+        deadline = self.clock() + wait_s
+        while self.verdict is None and self.clock() < deadline:
+            time.sleep(_TICK_S)
+        if self.verdict:
+            return self.verdict
+        with self._lock:
+            silent = [(k, self.clock() - self.last_seen[k]) for k in self.links if k not in self.finished]
+        late = [f"{self.who(k)} has sent no heartbeat for {s:.0f}s" for k, s in silent if s > 2 * self.interval_s]
+        return "; ".join(late) + ": it may be cut off" if late else None
+
+    def failed(self, reason: str) -> None:
+        """This node stopped for a reason of its own: tell the others (through the hub), then close."""
+        if self.verdict is None:
+            with self._lock:
+                for link in self.links.values():
+                    link.queue({"stop": reason, "node": self.me})
+        self.close()
+
+    def done(self) -> None:
+        """This node finished cleanly: its closing connection is no loss."""
+        with self._lock:
+            for link in self.links.values():
+                link.queue({"done": self.me})
+        self.close()
+
+    def close(self, drain_s: float = 1.0) -> None:
+        """Send what is queued (up to `drain_s`), stop the heartbeat thread and close the connections."""
+        deadline = time.monotonic() + drain_s
+        while self._thread.is_alive() and any(l.out for l in self.links.values()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._closing.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        for link in self.links.values():
+            link.flush()
+            link.close()
+
+    # --- the heartbeat thread -----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        next_beat = 0.0
+        while not self._closing.is_set():
+            now = self.clock()
+            with self._lock:
+                if now >= next_beat:
+                    for k in self._open():
+                        self.links[k].queue({"beat": self.me})
+                    next_beat = now + self.interval_s
+                for k in self._open():
+                    if not self.links[k].flush():
+                        self._lost(k, "its connection broke")
+            self._receive()
+            self._judge_silence()
+
+    def _open(self) -> list[int]:
+        return [k for k in self.links if k not in self.gone]
+
+    def _receive(self) -> None:
+        open_links = {self.links[k].sock: k for k in self._open()}
+        try:
+            readable, _, _ = select.select(list(open_links), [], [], _TICK_S)
+        except (OSError, ValueError):
+            time.sleep(_TICK_S)
+            return
+        for sock in readable:
+            k = open_links[sock]
+            messages, closed = self.links[k].receive_ready()
+            with self._lock:
+                self.last_seen[k] = self.clock()
+                for message in messages:
+                    self._handle(k, message)
+                if closed:
+                    self._lost(k, "its connection closed (its processes ended or the machine restarted)")
+
+    def _handle(self, k: int, message: dict) -> None:
+        if "done" in message:
+            self.finished.add(k)
+        elif "stop" in message:
+            node = message.get("node", k)
+            node = node if isinstance(node, int) else k
+            self.finished.add(k)  # it said why it goes: its closing connection is no further news
+            self._decide(f"{self.who(node)} stopped: {message['stop']}")
+            if self.is_hub:
+                self._relay({"stop": message["stop"], "node": node}, skip=k)
+        elif "lost" in message and not self.is_hub:
+            node = message["lost"] if isinstance(message["lost"], int) else -1
+            self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}")
+
+    def _judge_silence(self) -> None:
+        with self._lock:
+            now = self.clock()
+            for k in self._open():
+                silent = now - self.last_seen[k]
+                if k not in self.finished and silent > self.timeout_s:
+                    self._lost(k, f"no heartbeat for {silent:.0f}s (Train.heartbeat_timeout={self.timeout_s:g}s): "
+                                  "its network link or machine is down")
+
+    def _lost(self, k: int, why: str) -> None:
+        """Called with the lock held. A finished node may close; anything else is a loss."""
+        if k in self.gone:
+            return
+        self.gone.add(k)
+        if k in self.finished:
+            return
+        self._decide(f"{self.who(k)} lost: {why}")
+        if self.is_hub:
+            self._relay({"lost": k, "why": why}, skip=k)
+
+    def _relay(self, message: dict, skip: int) -> None:
+        for j in self._open():
+            if j != skip:
+                self.links[j].queue(message)
+                self.links[j].flush()
+
+    def _decide(self, verdict: str) -> None:
+        if self.verdict is None:
+            self.verdict = verdict

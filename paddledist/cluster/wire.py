@@ -1,0 +1,93 @@
+"""JSON lines over one TCP connection, with the connection's own read buffer, so the same socket can serve
+the preflight exchange (blocking, with timeouts) and then the heartbeat loop (non-blocking, select)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Optional
+
+MAX_LINE = 256 * 1024
+"""A peer that sends a longer line is not one of ours."""
+
+
+class LineSocket:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._in = b""
+        self.out = b""
+        """Bytes queued for sending in non-blocking mode (see flush)."""
+
+    def send(self, message: dict, timeout: float = 5.0) -> None:
+        """Blocking send of one message; raises OSError."""
+        self.sock.settimeout(timeout)
+        self.sock.sendall(encode(message))
+
+    def read(self, timeout: float) -> Optional[dict]:
+        """The next message, or None on timeout, a closed connection, or something that is not ours."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._in:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or len(self._in) > MAX_LINE:
+                return None
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._in += chunk
+        line, self._in = self._in.split(b"\n", 1)
+        return decode(line)
+
+    def receive_ready(self) -> tuple[list[dict], bool]:
+        """After select says readable (non-blocking socket): the complete messages, and whether it closed."""
+        try:
+            chunk = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return [], False
+        except OSError:
+            return [], True
+        if not chunk:
+            return [], True
+        self._in += chunk
+        *lines, self._in = self._in.split(b"\n")
+        messages = [m for m in map(decode, lines) if m is not None]
+        return messages, len(self._in) > MAX_LINE
+
+    def queue(self, message: dict, limit: int = 64 * 1024) -> None:
+        """Queue for `flush`; a peer that stopped reading gets no more than `limit` bytes queued."""
+        if len(self.out) < limit:
+            self.out += encode(message)
+
+    def flush(self) -> bool:
+        """Send what the kernel takes now (non-blocking); False when the connection is broken."""
+        while self.out:
+            try:
+                sent = self.sock.send(self.out)
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError:
+                return False
+            self.out = self.out[sent:]
+        return True
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def encode(message: dict) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+def decode(line: bytes) -> Optional[dict]:
+    try:
+        message = json.loads(line.decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return message if isinstance(message, dict) else None

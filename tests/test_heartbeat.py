@@ -1,0 +1,135 @@
+"""Heartbeats between supervisors (cluster.heartbeat) over real preflight connections on loopback addresses:
+a closed connection or a silent node is declared lost on every node and named; a node's own failure is
+relayed; a node that finished is no loss. Short intervals keep this fast; the logic is the same at defaults."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from paddledist.cluster import ClusterPlan, preflight
+from paddledist.config import DeviceSpec
+from test_cluster import free_port
+
+NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+INTERVAL, TIMEOUT = 0.2, 1.5
+
+
+def plan(rank: int, port: int) -> ClusterPlan:
+    return ClusterPlan(nodes=NODES, node_rank=rank, ifname="lo", device=DeviceSpec("cpu", (0,)), port=port,
+                       job_id="t", peer_timeout=10, source="test", heartbeat_interval=INTERVAL,
+                       heartbeat_timeout=TIMEOUT)
+
+
+@pytest.fixture
+def three():
+    """Three started heartbeat link sets, after a real preflight; closed after the test."""
+    port = free_port()
+    peers: list = [None] * 3
+
+    def one(rank: int) -> None:
+        peers[rank] = preflight(plan(rank, port))
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert all(peers), "preflight did not complete"
+    for p in peers:
+        p.start()
+    yield peers
+    for p in peers:
+        p.close(drain_s=0)
+
+
+def wait_verdict(peers, timeout: float) -> tuple[str, float]:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if peers.check():
+            return peers.check(), time.monotonic() - start
+        time.sleep(0.02)
+    raise AssertionError(f"no verdict within {timeout}s")
+
+
+def kill(peers) -> None:
+    """What SIGKILL does to a supervisor: its sockets close, nothing more is said."""
+    peers._closing.set()
+    peers._thread.join()
+    for link in peers.links.values():
+        link.close()
+
+
+def go_silent(peers) -> None:
+    """What a downed link looks like from the other side: the connection stays open, nothing arrives."""
+    peers._closing.set()
+    peers._thread.join()
+
+
+def test_healthy_links_give_no_verdict_beyond_the_timeout(three):
+    time.sleep(TIMEOUT * 2)
+    assert [p.check() for p in three] == [None, None, None]
+
+
+def test_a_killed_node_is_named_on_every_other_node_at_once(three):
+    kill(three[2])
+    hub, took = wait_verdict(three[0], 1.0)
+    assert hub.startswith("node 2 (127.0.0.3) lost: its connection closed"), hub
+    other, _ = wait_verdict(three[1], 1.0)
+    assert other.startswith("node 2 (127.0.0.3) lost, reported by node 0: its connection closed"), other
+    assert took < 1.0
+
+
+def test_a_silent_node_is_lost_after_the_timeout(three):
+    go_silent(three[1])
+    hub, took = wait_verdict(three[0], TIMEOUT + 2)
+    assert hub.startswith("node 1 (127.0.0.2) lost: no heartbeat for"), hub
+    assert f"Train.heartbeat_timeout={TIMEOUT:g}s" in hub
+    assert TIMEOUT - 0.3 <= took <= TIMEOUT + 1.0
+    other, _ = wait_verdict(three[2], 1.0)
+    assert other.startswith("node 1 (127.0.0.2) lost, reported by node 0: no heartbeat"), other
+
+
+def test_losing_node_0_is_decided_by_each_node_itself(three):
+    kill(three[0])
+    for member in three[1:]:
+        verdict, _ = wait_verdict(member, 1.0)
+        assert verdict.startswith("node 0 (127.0.0.1) lost: its connection closed"), verdict
+
+
+def test_node_0_going_silent_is_decided_after_the_timeout(three):
+    go_silent(three[0])
+    verdict, took = wait_verdict(three[1], TIMEOUT + 2)
+    assert verdict.startswith("node 0 (127.0.0.1) lost: no heartbeat"), verdict
+    assert took >= TIMEOUT - 0.3
+
+
+def test_a_failure_on_one_node_is_relayed_to_all(three):
+    three[2].failed("rank 2 failed with exit code 1")
+    for p in three[:2]:
+        verdict, _ = wait_verdict(p, 1.0)
+        assert verdict == "node 2 (127.0.0.3) stopped: rank 2 failed with exit code 1"
+
+
+def test_node_0_failing_tells_every_node(three):
+    three[0].failed("rank 0 failed with exit code 2")
+    for p in three[1:]:
+        verdict, _ = wait_verdict(p, 1.0)
+        assert verdict == "node 0 (127.0.0.1) stopped: rank 0 failed with exit code 2"
+
+
+def test_a_node_that_finished_is_no_loss(three):
+    three[2].done()
+    three[0].done()
+    time.sleep(TIMEOUT + 0.5)
+    assert three[1].check() is None
+
+
+def test_explain_names_a_silent_peer_before_the_timeout(three):
+    go_silent(three[1])
+    time.sleep(3 * INTERVAL)
+    blame = three[0].explain(wait_s=0)
+    assert blame and blame.startswith("node 1 (127.0.0.2) has sent no heartbeat for"), blame
+    assert three[2].explain(wait_s=0) is None  # it only hears node 0, which is fine
