@@ -45,4 +45,5 @@ def test_two_hosts_run_check_train_evaluate_export_in_one_command(netns_hosts, t
     # results, checkpoints and the exported model live on the first machine only
     assert not any((second / name).exists() for name in ("train_result.json", "evaluate_result.json", "inference",
                                                           "check_dataset_result.json", "best_model"))
-    assert "export runs on the first machine of Train.dist_ips only; skipped here" in (tmp_path / "host1.txt").read_text()
+    skipped = "export runs on the first machine of Train.dist_ips only; skipped here"
+    assert skipped in (tmp_path / "host1.txt").read_text()

@@ -34,6 +34,11 @@ def balanced(root: Path, per_class: int = 4, classes: int = 3) -> Path:
     return make_cls(root, rows[: len(rows) * 3 // 4], rows[len(rows) * 3 // 4:], classes, per_class * classes)
 
 
+def check(run_tool, *overrides: str):
+    """tools/check_dataset.py with the default config and these -o overrides."""
+    return run_tool("check_dataset.py", "-c", CONFIG, "-o", *overrides)
+
+
 def result(out: Path) -> dict:
     return json.loads((out / "check_dataset_result.json").read_text())
 
@@ -42,7 +47,7 @@ def result(out: Path) -> dict:
 
 def test_bundled_digits_pass_with_paddlex_result_keys(run_tool, tmp_path):
     out = tmp_path / "out"
-    done = run_tool("check_dataset.py", "-c", CONFIG, "-o", f"Global.dataset_dir={DIGITS}", f"Global.output={out}")
+    done = check(run_tool, f"Global.dataset_dir={DIGITS}", f"Global.output={out}")
     assert done.returncode == 0, done.stderr
     assert "passed: ClsDataset, 10 classes, train 1438, val 359 samples" in done.stdout
     r = result(out)
@@ -60,7 +65,7 @@ def test_broken_folder_names_missing_undecodable_and_out_of_range(run_tool, tmp_
                     ["images/4.png 4"])
     (root / "images" / "bad.png").write_bytes(b"this is not a png")
     out = tmp_path / "out"
-    done = run_tool("check_dataset.py", "-c", CONFIG, "-o", f"Global.dataset_dir={root}", f"Global.output={out}")
+    done = check(run_tool, f"Global.dataset_dir={root}", f"Global.output={out}")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.splitlines()
     train_txt = root / "train.txt"
@@ -70,12 +75,13 @@ def test_broken_folder_names_missing_undecodable_and_out_of_range(run_tool, tmp_
     assert "1 missing file, 1 undecodable image, 1 label out of range" in lines[-1]
     assert lines[-1].startswith("paddledist: error: check_dataset: 3 problem(s)") and "Traceback" not in done.stderr
     r = result(out)
-    assert r["done_flag"] is False and {p["kind"] for p in r["problems"]} == {"missing_file", "undecodable", "label_range"}
+    assert r["done_flag"] is False
+    assert {p["kind"] for p in r["problems"]} == {"missing_file", "undecodable", "label_range"}
 
 
 def test_convert_of_an_unsupported_type_is_a_clear_error_that_writes_nothing(run_tool, tmp_path):
-    done = run_tool("check_dataset.py", "-c", CONFIG, "-o", f"Global.dataset_dir={DIGITS}", f"Global.output={tmp_path / 'o'}",
-                    "CheckDataset.convert.enable=true", "CheckDataset.convert.src_dataset_type=LabelMe")
+    done = check(run_tool, f"Global.dataset_dir={DIGITS}", f"Global.output={tmp_path / 'o'}",
+                 "CheckDataset.convert.enable=true", "CheckDataset.convert.src_dataset_type=LabelMe")
     assert done.returncode == 2
     assert "CheckDataset.convert.src_dataset_type: 'LabelMe' cannot be converted" in done.stderr
     assert not (tmp_path / "o").exists()
@@ -84,9 +90,10 @@ def test_convert_of_an_unsupported_type_is_a_clear_error_that_writes_nothing(run
 def test_split_rewrites_lists_keeps_backups_and_is_repeatable(run_tool, tmp_path):
     root = balanced(tmp_path / "ds", per_class=10)
     before = sorted((root / "train.txt").read_text().splitlines() + (root / "val.txt").read_text().splitlines())
-    args = ["-c", CONFIG, "-o", f"Global.dataset_dir={root}", f"Global.output={tmp_path / 'out'}", "Train.num_classes=3",
-            "CheckDataset.split.enable=true", "CheckDataset.split.train_percent=80", "CheckDataset.split.val_percent=20"]
-    done = run_tool("check_dataset.py", *args)
+    args = [f"Global.dataset_dir={root}", f"Global.output={tmp_path / 'out'}", "Train.num_classes=3",
+            "CheckDataset.split.enable=true", "CheckDataset.split.train_percent=80",
+            "CheckDataset.split.val_percent=20"]
+    done = check(run_tool, *args)
     assert done.returncode == 0, done.stderr
     train, val = ((root / f"{s}.txt").read_text().splitlines() for s in ("train", "val"))
     assert (len(train), len(val)) == (24, 6) and sorted(train + val) == before
@@ -96,14 +103,15 @@ def test_split_rewrites_lists_keeps_backups_and_is_repeatable(run_tool, tmp_path
     assert (root / backups[0]).read_text().splitlines() + (root / backups[1]).read_text().splitlines() != train + val
     r = result(tmp_path / "out")
     assert (r["attributes"]["train_samples"], r["split"]["val_samples"]) == (24, 6)
-    again = run_tool("check_dataset.py", *args)
+    again = check(run_tool, *args)
     assert again.returncode == 0 and "nothing rewritten" in again.stdout
     assert (root / "train.txt").read_text().splitlines() == train and len(list(root.glob("*.bak-*"))) == 2
 
 
 def test_split_of_a_non_list_dataset_is_refused(run_tool, tmp_path):
-    done = run_tool("check_dataset.py", "-c", CONFIG, "-o", "Global.dataset_dir=synthetic:64", f"Global.output={tmp_path}",
-                    "CheckDataset.split.enable=true", "CheckDataset.split.train_percent=50", "CheckDataset.split.val_percent=50")
+    done = check(run_tool, "Global.dataset_dir=synthetic:64", f"Global.output={tmp_path}",
+                 "CheckDataset.split.enable=true", "CheckDataset.split.train_percent=50",
+                 "CheckDataset.split.val_percent=50")
     assert done.returncode == 2 and "only a ClsDataset's train.txt/val.txt can be re-split" in done.stderr
 
 
@@ -124,14 +132,15 @@ def write_cifar(root: Path, per_batch: int = 6, bad_label: bool = False) -> Path
 
 def test_cifar10_batches_and_synthetic_report_counts(run_tool, tmp_path):
     root = write_cifar(tmp_path / "cifar")
-    done = run_tool("check_dataset.py", "-c", CONFIG, "-o", f"Global.dataset_dir={root}", f"Global.output={tmp_path / 'a'}")
+    done = check(run_tool, f"Global.dataset_dir={root}", f"Global.output={tmp_path / 'a'}")
     assert done.returncode == 0, done.stderr
     a = result(tmp_path / "a")["attributes"]
     assert (a["train_samples"], a["val_samples"], a["label_names"][3]) == (30, 6, "c3")
-    done = run_tool("check_dataset.py", "-c", CONFIG, "-o", "Global.dataset_dir=synthetic:160", f"Global.output={tmp_path / 's'}")
+    done = check(run_tool, "Global.dataset_dir=synthetic:160", f"Global.output={tmp_path / 's'}")
     assert done.returncode == 0, done.stderr
     r = result(tmp_path / "s")
-    assert (r["dataset_type"], r["attributes"]["train_samples"], r["attributes"]["val_samples"]) == ("Synthetic", 160, 20)
+    a = r["attributes"]
+    assert (r["dataset_type"], a["train_samples"], a["val_samples"]) == ("Synthetic", 160, 20)
 
 
 def test_cifar10_label_out_of_range_is_named(tmp_path):

@@ -18,7 +18,8 @@ VAL_SIZE = sum(1 for line in (DIGITS / "val.txt").read_text().splitlines() if li
 
 
 def tool(script: str, *overrides: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    argv = [sys.executable, str(REPO / "tools" / script), "-c", CONFIG, "-o", f"Global.dataset_dir={DIGITS}", *overrides]
+    argv = [sys.executable, str(REPO / "tools" / script), "-c", CONFIG,
+            "-o", f"Global.dataset_dir={DIGITS}", *overrides]
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
@@ -48,10 +49,10 @@ def test_evaluate_reproduces_the_train_stage_best_top1(trained):
 
 
 def test_two_processes_count_every_sample_once_and_agree_exactly(trained, tmp_path):
-    single = tool("eval.py", f"Global.output={tmp_path / 'one'}", f"Evaluate.weight_path={trained}/latest/latest.pdparams",
-                  cwd=tmp_path)
-    double = tool("eval.py", f"Global.output={tmp_path / 'two'}", f"Evaluate.weight_path={trained}/latest/latest.pdparams",
-                  "Global.device=cpu:0,1", "Train.batch_size=50", cwd=tmp_path)
+    weights = f"Evaluate.weight_path={trained}/latest/latest.pdparams"
+    single = tool("eval.py", f"Global.output={tmp_path / 'one'}", weights, cwd=tmp_path)
+    double = tool("eval.py", f"Global.output={tmp_path / 'two'}", weights, "Global.device=cpu:0,1",
+                  "Train.batch_size=50", cwd=tmp_path)
     assert single.returncode == 0 and double.returncode == 0, double.stdout[-3000:] + double.stderr[-3000:]
     one, two = read(tmp_path / "one" / "evaluate_result.json"), read(tmp_path / "two" / "evaluate_result.json")
     assert (two["world_size"], two["num_samples"], one["num_samples"]) == (2, VAL_SIZE, VAL_SIZE)
@@ -70,7 +71,7 @@ def test_missing_weights_name_the_key_and_write_nothing(tmp_path):
 
 
 def test_weights_of_another_class_count_are_refused(trained, tmp_path):
-    done = tool("eval.py", f"Global.output={tmp_path / 'o'}", f"Evaluate.weight_path={trained}/best_model/best_model.pdparams",
-                "Train.num_classes=12", cwd=tmp_path)
+    weights = f"Evaluate.weight_path={trained}/best_model/best_model.pdparams"
+    done = tool("eval.py", f"Global.output={tmp_path / 'o'}", weights, "Train.num_classes=12", cwd=tmp_path)
     assert done.returncode == 2 and "does not fit Global.model=LeNet with Train.num_classes=12" in done.stderr
     assert not (tmp_path / "o").exists()

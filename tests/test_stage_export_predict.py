@@ -25,7 +25,8 @@ DIGITS = REPO / "dataset" / "digits"
 
 
 def tool(script: str, *overrides: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    argv = [sys.executable, str(REPO / "tools" / script), "-c", CONFIG, "-o", f"Global.dataset_dir={DIGITS}", *overrides]
+    argv = [sys.executable, str(REPO / "tools" / script), "-c", CONFIG,
+            "-o", f"Global.dataset_dir={DIGITS}", *overrides]
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
 

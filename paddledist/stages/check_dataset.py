@@ -78,8 +78,8 @@ def write_result(cfg: Config, report: dataset_check.Report, resplit) -> str:
         "done_flag": report.ok, "check_pass": report.ok, "dataset_path": cfg.Global.dataset_dir,
         "dataset_type": report.dataset_type, "show_type": "image", "attributes": attributes,
         "analysis": {"histogram": HISTOGRAM, "class_counts": counts},
-        "split": resplit, "problems": [{"kind": p.kind, "where": p.where, "message": p.message} for p in report.problems],
-        "warnings": report.warnings,
+        "split": resplit, "warnings": report.warnings,
+        "problems": [{"kind": p.kind, "where": p.where, "message": p.message} for p in report.problems],
     }
     path = os.path.join(out, RESULT)
     write_json(path, data)

@@ -24,7 +24,8 @@ KINDS = {  # kind -> (one, several), for the summary line
     "missing_file": ("missing file", "missing files"), "undecodable": ("undecodable image", "undecodable images"),
     "label_range": ("label out of range", "labels out of range"), "bad_line": ("malformed line", "malformed lines"),
     "space_in_name": ("file name with spaces", "file names with spaces"),
-    "label_file": ("label.txt problem", "label.txt problems"), "missing_list": ("missing split list", "missing split lists"),
+    "label_file": ("label.txt problem", "label.txt problems"),
+    "missing_list": ("missing split list", "missing split lists"),
     "empty_split": ("empty split", "empty splits"), "dataset": ("unreadable dataset", "unreadable dataset parts"),
 }
 FORMAT_NAMES = {"cls": "ClsDataset", "cifar10": "Cifar10", SYNTHETIC: "Synthetic"}
@@ -112,7 +113,8 @@ def check_label_file(path: str, num_classes: int) -> tuple[list[str], list[Probl
                 continue
             where = f"{path}:{lineno}"
             if not key.isdigit():
-                problems.append(Problem("label_file", where, f"expected 'id name' with an integer id, got {line.strip()!r}"))
+                problems.append(Problem("label_file", where,
+                                        f"expected 'id name' with an integer id, got {line.strip()!r}"))
             elif int(key) in names:
                 problems.append(Problem("label_file", where, f"duplicate label id {int(key)} (first on line "
                                                              f"{first_line[int(key)]})"))

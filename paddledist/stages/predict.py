@@ -76,7 +76,8 @@ def list_inputs(value) -> list[str]:
 
 
 def read_model_dir(model_dir: str) -> Exported:
-    program = next((os.path.join(model_dir, f) for f in PROGRAM_FILES if os.path.isfile(os.path.join(model_dir, f))), None)
+    found = [os.path.join(model_dir, f) for f in PROGRAM_FILES if os.path.isfile(os.path.join(model_dir, f))]
+    program = found[0] if found else None
     params, yml = os.path.join(model_dir, "inference.pdiparams"), os.path.join(model_dir, "inference.yml")
     if program is None or not os.path.isfile(params) or not os.path.isfile(yml):
         raise UserError(f"Predict.model_dir: {model_dir} holds no exported model (inference.json or .pdmodel, "
@@ -128,11 +129,13 @@ def _cpu_kernels(config, run_mode: str) -> None:
 def preprocess(image: np.ndarray, pre: dict) -> np.ndarray:
     """HWC uint8 RGB -> CHW float32, as inference.yml says; the arithmetic of data.pipeline.normalise."""
     height, width = pre["resize"]
-    resized = np.asarray(Image.fromarray(image).resize((width, height), INTERPOLATION[pre.get("interpolation", "bilinear")]))
+    method = INTERPOLATION[pre.get("interpolation", "bilinear")]
+    resized = np.asarray(Image.fromarray(image).resize((width, height), method))
     if pre["channel_order"] == "BGR":
         resized = resized[:, :, ::-1]
     chw = resized.astype(np.float32).transpose(2, 0, 1)
-    return (chw - np.asarray(pre["mean"], np.float32)[:, None, None]) / np.asarray(pre["std"], np.float32)[:, None, None]
+    mean, std = (np.asarray(pre[k], np.float32)[:, None, None] for k in ("mean", "std"))
+    return (chw - mean) / std
 
 
 def predict_batch(predictor, spec: dict, paths: list[str]) -> list[dict]:
