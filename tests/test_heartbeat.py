@@ -127,9 +127,30 @@ def test_a_node_that_finished_is_no_loss(three):
     assert three[1].check() is None
 
 
-def test_explain_names_a_silent_peer_before_the_timeout(three):
+def test_after_a_local_failure_a_silent_peer_is_declared_lost_and_relayed(three):
     go_silent(three[1])
-    time.sleep(3 * INTERVAL)
+    time.sleep(3 * INTERVAL)  # past two intervals, before the timeout: as when gloo's own timeout fires first
     blame = three[0].explain(wait_s=0)
-    assert blame and blame.startswith("node 1 (127.0.0.2) has sent no heartbeat for"), blame
-    assert three[2].explain(wait_s=0) is None  # it only hears node 0, which is fine
+    assert blame and blame.startswith("node 1 (127.0.0.2) lost: no heartbeat for"), blame
+    assert "when the collectives here failed" in blame
+    relayed = three[2].explain(wait_s=1.0)
+    assert relayed and relayed.startswith("node 1 (127.0.0.2) lost, reported by node 0: no heartbeat"), relayed
+
+
+def test_a_failure_reported_while_explaining_is_not_blamed(three):
+    """Two nodes failing at once (one broke the other's collectives): neither report is taken as the cause."""
+    threading.Timer(0.2, three[2].failed, args=("rank 2 failed with exit code 1",)).start()
+    assert three[1].explain(wait_s=1.0) is None
+    assert three[1].check() == "node 2 (127.0.0.3) stopped: rank 2 failed with exit code 1"
+
+
+def test_a_verdict_that_came_first_is_the_cause(three):
+    three[2].failed("rank 2 failed with exit code 1")
+    wait_verdict(three[1], 1.0)
+    assert three[1].explain(wait_s=0) == "node 2 (127.0.0.3) stopped: rank 2 failed with exit code 1"
+
+
+def test_a_node_whose_own_ranks_fail_with_healthy_peers_blames_nobody(three):
+    start = time.monotonic()
+    assert three[1].explain(wait_s=0.5) is None
+    assert 0.4 < time.monotonic() - start < 1.5

@@ -136,3 +136,54 @@ def test_stopping_the_runner_ends_every_process(tmp_path, fake, sig):
     assert runner.returncode == 128 + sig, err
     assert "ended every process of this launch" in err
     assert not alive(worker)
+
+
+# --- the runner and the other machines' heartbeat links (a stand-in for cluster.heartbeat.Peers) --------
+
+class FakePeers:
+    def __init__(self, verdict_when=None, blame=None):
+        self.verdict_when, self.blame, self.told = verdict_when, blame, []
+
+    def check(self):
+        return self.verdict_when() if self.verdict_when else None
+
+    def explain(self, wait_s):
+        return self.blame
+
+    def failed(self, reason):
+        self.told.append(("failed", reason))
+
+    def done(self):
+        self.told.append(("done", None))
+
+
+def test_a_lost_peer_stops_the_job_and_is_not_blamed_on_this_node(tmp_path, fake, capsys):
+    pid_file = tmp_path / "worker.pid"
+    peers = FakePeers(verdict_when=lambda: "node 2 (10.0.0.3) lost: x" if pid_file.exists() else None)
+    assert run(fake, os.environ, PLAN, interval_s=0.1, peers=peers) == 1
+    assert "stopping the job: node 2 (10.0.0.3) lost: x; ended every process of this launch on node 0" in \
+        capsys.readouterr().err
+    assert peers.told == [("failed", None)]  # the others hear of the loss from node 0, not from here
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_a_rank_failure_caused_by_a_lost_peer_names_the_peer_first(tmp_path, fake, capsys):
+    peers = FakePeers(blame="node 1 (10.0.0.2) lost: no heartbeat for 31s")
+    assert run(fake + [str(tmp_path / "workerlog.1")], os.environ, PLAN, interval_s=0.1, peers=peers) == 7
+    err = capsys.readouterr().err
+    assert err.index("stopping the job: node 1 (10.0.0.2) lost") < err.index("rank 1 (local rank 1 on node 0")
+    assert peers.told == [("failed", None)]
+
+
+def test_a_rank_failure_of_our_own_is_told_to_the_other_machines(tmp_path, fake, capsys):
+    peers = FakePeers()
+    assert run(fake + [str(tmp_path / "workerlog.1")], os.environ, PLAN, interval_s=0.1, peers=peers) == 7
+    [(kind, reason)] = peers.told
+    assert kind == "failed" and reason.startswith("rank 1 failed with exit code 7 (log: ")
+    assert reason.endswith("on node 0 (127.0.0.1))")
+
+
+def test_a_clean_end_is_told_as_done(capsys):
+    peers = FakePeers()
+    assert run([sys.executable, "-c", "print('ok')"], os.environ, PLAN, interval_s=0.1, peers=peers) == 0
+    assert peers.told == [("done", None)]

@@ -37,6 +37,9 @@ class Peers:
         self.finished: set[int] = set()
         self.gone: set[int] = set()
         self.verdict: Optional[str] = None
+        """The first reason to stop: a peer lost, or a peer's failure."""
+        self.loss: Optional[str] = None
+        """The first lost peer, if any (a verdict too)."""
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="paddledist-heartbeat", daemon=True)
@@ -62,21 +65,29 @@ class Peers:
         return self.verdict
 
     def explain(self, wait_s: float) -> Optional[str]:
-        """After this node's own workers failed: the peer to blame, if any. Waits up to `wait_s` for the hub's
-        word (a peer's failure usually breaks the collectives here a moment before it arrives)."""
-        deadline = self.clock() + wait_s
-        while self.verdict is None and self.clock() < deadline:
-            time.sleep(_TICK_S)
-        if self.verdict:
-            return self.verdict
+        """After this node's own workers failed: the lost peer to blame, or None. A verdict that came first is
+        the cause; a peer silent for over two intervals is declared lost now (its silence, not the timeout,
+        broke the collectives here); otherwise wait up to `wait_s` for the hub's word of a loss (a killed
+        peer breaks the collectives here a moment before that word arrives). Another node's failure reported
+        meanwhile is not blamed: it may as well follow from this node's."""
         with self._lock:
-            silent = [(k, self.clock() - self.last_seen[k]) for k in self.links if k not in self.finished]
-        late = [f"{self.who(k)} has sent no heartbeat for {s:.0f}s" for k, s in silent if s > 2 * self.interval_s]
-        return "; ".join(late) + ": it may be cut off" if late else None
+            if self.verdict:
+                return self.verdict
+            now = self.clock()
+            for k in self._open():
+                silent = now - self.last_seen[k]
+                if k not in self.finished and silent > 2 * self.interval_s:
+                    self._lost(k, f"no heartbeat for {silent:.0f}s (Train.heartbeat_interval={self.interval_s:g}s) "
+                                  "when the collectives here failed: its network link or machine is down")
+        deadline = self.clock() + wait_s
+        while self.loss is None and self.clock() < deadline:
+            time.sleep(_TICK_S)
+        return self.loss
 
-    def failed(self, reason: str) -> None:
-        """This node stopped for a reason of its own: tell the others (through the hub), then close."""
-        if self.verdict is None:
+    def failed(self, reason: Optional[str]) -> None:
+        """This node stopped. `reason`: why, when the cause is here (the hub relays it to every node), or None
+        when it follows from a peer's loss or failure that the others hear of anyway. Then close."""
+        if reason:
             with self._lock:
                 for link in self.links.values():
                     link.queue({"stop": reason, "node": self.me})
@@ -150,7 +161,7 @@ class Peers:
                 self._relay({"stop": message["stop"], "node": node}, skip=k)
         elif "lost" in message and not self.is_hub:
             node = message["lost"] if isinstance(message["lost"], int) else -1
-            self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}")
+            self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}", loss=True)
 
     def _judge_silence(self) -> None:
         with self._lock:
@@ -168,7 +179,7 @@ class Peers:
         self.gone.add(k)
         if k in self.finished:
             return
-        self._decide(f"{self.who(k)} lost: {why}")
+        self._decide(f"{self.who(k)} lost: {why}", loss=True)
         if self.is_hub:
             self._relay({"lost": k, "why": why}, skip=k)
 
@@ -178,6 +189,8 @@ class Peers:
                 self.links[j].queue(message)
                 self.links[j].flush()
 
-    def _decide(self, verdict: str) -> None:
+    def _decide(self, verdict: str, loss: bool = False) -> None:
+        if loss and self.loss is None:
+            self.loss = verdict
         if self.verdict is None:
             self.verdict = verdict

@@ -32,12 +32,12 @@ class PeerLinks(Protocol):
 
     def explain(self, wait_s: float) -> Optional[str]: ...
 
-    def failed(self, reason: str) -> None: ...
+    def failed(self, reason: Optional[str]) -> None: ...
 
     def done(self) -> None: ...
 
 
-BLAME_WAIT_S = 3.0
+BLAME_WAIT_S = 5.0
 """After a local rank failed: how long to wait for word that a peer was lost first (and caused it)."""
 
 _FAILED = re.compile(r"Container rank (\d+) status failed cmd .* code (-?\d+) log (\S+)")
@@ -72,9 +72,9 @@ def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers
             tree.end(proc)
             procs.become_subreaper(False)
             reader.join(timeout=5)
-    code, summary = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
+    code, cause = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
     if peers:
-        peers.done() if code == 0 else peers.failed(summary)
+        peers.done() if code == 0 else peers.failed(cause)
     return code
 
 
@@ -130,8 +130,8 @@ def _pump(stream, out: TextIO, seen: _Seen) -> None:
 
 
 def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO,
-            peers: Optional[PeerLinks]) -> tuple[int, str]:
-    """Print why this launch ended; (exit code, one line for the other machines)."""
+            peers: Optional[PeerLinks]) -> tuple[int, Optional[str]]:
+    """Print why this launch ended; (exit code, the cause for the other machines when it lies here, else None)."""
     here = f"node {plan.node_rank} ({plan.host})"
     if signum:
         print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
@@ -139,22 +139,24 @@ def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: Cl
     if reason:
         print(f"paddledist: stopping the job: {reason}; ended every process of this launch on {here}",
               file=err, flush=True)
-        return 1, reason
+        return 1, None if peers and reason == peers.check() else reason
     if code == 0 and not seen.failed:
-        return 0, ""
+        return 0, None
     blame = peers.explain(BLAME_WAIT_S) if peers else None
     if blame:
         print(f"paddledist: stopping the job: {blame}; the failures below on {here} follow from it",
               file=err, flush=True)
     for local_rank, (rank_code, log) in sorted(seen.failed.items()):
         print(_rank_failure(plan, local_rank, rank_code, log), file=err, flush=True)
+    if peers and not blame and peers.check():  # heard meanwhile; may be cause or consequence
+        print(f"paddledist: meanwhile: {peers.check()}", file=err, flush=True)
     if seen.failed:
         local_rank, (rank_code, log) = min(seen.failed.items())
         summary = f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code} (log: {log} on {here})"
     else:
         summary = f"paddle.distributed.launch exited with code {code} on {here}"
         print(f"paddledist: {summary}; see its output above", file=err, flush=True)
-    return (code if code > 0 else (128 - code if code < 0 else 1)), summary
+    return (code if code > 0 else (128 - code if code < 0 else 1)), None if blame else summary
 
 
 def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str) -> str:
