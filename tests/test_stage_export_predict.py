@@ -114,6 +114,12 @@ def test_predict_user_errors_exit_2(tmp_path, overrides, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_export_without_weights_names_the_key_and_writes_nothing(tmp_path):
+    done = tool("export.py", f"Global.output={tmp_path / 'out'}", cwd=tmp_path)
+    assert done.returncode == 2 and "Export.weight_path: file not found: " in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
 def test_a_failed_export_leaves_the_previous_model_untouched(exported, monkeypatch):
     cfg = load(CONFIG, [f"Global.output={exported}", f"Global.dataset_dir={DIGITS}"])
     before = {p.name: p.read_bytes() for p in (exported / "inference").iterdir()}

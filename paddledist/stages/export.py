@@ -26,10 +26,10 @@ FOLDER, PREFIX, INPUT_NAME, TOPK = "inference", "inference", "x", 5
 
 
 def run(cfg: Config, dist: DistEnv) -> None:
-    import paddle
-
     check_model_name(cfg.Global.model)
     params = weights.read(cfg, "Export", DistEnv())
+    import paddle
+
     paddle.set_device("cpu")
     model = weights.build(cfg, params, "Export")
     path, _ = weights.resolve(cfg, "Export")
@@ -60,7 +60,9 @@ def save_program(model, input_size: int, prefix: str) -> None:
             return F.softmax(self.inner(x), axis=-1)
 
     spec = paddle.static.InputSpec([None, 3, input_size, input_size], "float32", name=INPUT_NAME)
-    paddle.jit.save(WithSoftmax(model), prefix, input_spec=[spec])
+    wrapped = WithSoftmax(model)
+    wrapped.eval()
+    paddle.jit.save(wrapped, prefix, input_spec=[spec])
 
 
 def inference_yml(cfg: Config, weight_path: str) -> dict:
