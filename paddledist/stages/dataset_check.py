@@ -191,7 +191,7 @@ def _is_int(text: str) -> bool:
 def check_images(rows: list) -> list[Problem]:
     """Every listed image exists and decodes; threads, since PIL releases the GIL while decoding."""
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        found = pool.map(lambda row: _image_problem(*row), rows, chunksize=64)
+        found = pool.map(lambda row: _image_problem(*row), rows)
         return [p for p in found if p is not None]
 
 
