@@ -128,7 +128,7 @@ class ExportConfig:
 @dataclass(frozen=True)
 class KernelOptionConfig:
     run_mode: str = "paddle"
-    """Inference run mode (paddle; trt_* and mkldnn where the build supports them)."""
+    """Inference engine: paddle (default) or mkldnn (oneDNN kernels on CPU)."""
 
 
 @dataclass(frozen=True)

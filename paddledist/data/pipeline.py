@@ -21,7 +21,7 @@ class Transform:
     """paddle's PIL transforms (resize; random crop with padding when augmenting), then CHW float32 normalised."""
 
     def __init__(self, input_size: int, train: bool, augment: bool) -> None:
-        steps = [T.Resize((input_size, input_size))]
+        steps = [T.Resize((input_size, input_size), interpolation="bilinear")]  # as preprocess_spec records
         if train and augment:
             steps.append(T.RandomCrop(input_size, padding=max(1, input_size // 8)))
         self.pil = T.Compose(steps)
@@ -39,8 +39,8 @@ def normalise(hwc: np.ndarray) -> np.ndarray:
 
 def preprocess_spec(input_size: int) -> dict:
     """Eval preprocessing as data, for exported models (inference.yml)."""
-    return {"resize": [input_size, input_size], "mean": list(MEAN), "std": list(STD), "channel_order": "RGB",
-            "layout": "CHW"}
+    return {"resize": [input_size, input_size], "interpolation": "bilinear", "mean": list(MEAN), "std": list(STD),
+            "channel_order": "RGB", "layout": "CHW"}
 
 
 class ImageDataset(paddle.io.Dataset):

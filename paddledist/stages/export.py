@@ -69,7 +69,6 @@ def inference_yml(cfg: Config, weight_path: str) -> dict:
     from paddledist.data.pipeline import preprocess_spec
 
     pre = dict(preprocess_spec(cfg.Train.input_size))
-    pre.setdefault("interpolation", "bilinear")  # what data.pipeline's Resize uses on PIL images
     return {
         "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
                    "input_size": cfg.Train.input_size, "input_name": INPUT_NAME, "weight_path": weight_path},
