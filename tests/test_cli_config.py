@@ -9,6 +9,9 @@ import pytest
 
 # Single-process, CPU: no cluster, no GPU needed.
 LOCAL = ["Global.device=cpu", "Train.dist_ips=null"]
+# A dry run checks the dataset and weight files too: point the PaddleX file's paths at what exists here.
+HERE = [f"Global.dataset_dir={Path(__file__).resolve().parent.parent / 'dataset' / 'digits'}",
+        "Train.pretrain_weight_path=null"]
 
 
 def _assert_user_error(proc, *fragments: str) -> None:
@@ -24,7 +27,7 @@ def _assert_user_error(proc, *fragments: str) -> None:
 
 def test_dry_run_paddlex_config(run_tool, paddlex_yaml, tmp_path):
     out = tmp_path / "out"
-    proc = run_tool("train.py", "-c", paddlex_yaml, "-o", *LOCAL, f"Global.output={out}", "--dry-run")
+    proc = run_tool("train.py", "-c", paddlex_yaml, "-o", *LOCAL, *HERE, f"Global.output={out}", "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not out.exists(), "--dry-run must not write to Global.output"
@@ -32,7 +35,7 @@ def test_dry_run_paddlex_config(run_tool, paddlex_yaml, tmp_path):
 
 def test_dry_run_output_with_equals_sign(run_tool, paddlex_yaml, tmp_path):
     out = tmp_path / "x=y"
-    proc = run_tool("train.py", "-c", paddlex_yaml, "-o", *LOCAL, "-o", f"Global.output={out}", "--dry-run")
+    proc = run_tool("train.py", "-c", paddlex_yaml, "-o", *LOCAL, *HERE, "-o", f"Global.output={out}", "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not out.exists()
 

@@ -81,10 +81,12 @@ def _fsync_dir(path: str) -> None:
 def load(pdparams: str, what: str) -> Checkpoint:
     """Load `x.pdparams` and, when present, its `x.pdopt` and `x.pdstates` siblings."""
     if not os.path.isfile(pdparams):
-        raise UserError(f"{what}: file not found: {pdparams}")
+        raise UserError(f"{what}: file not found: {pdparams}; point it at an existing .pdparams file "
+                        "(e.g. <Global.output>/latest/latest.pdparams) or set it to null")
     params = _load_file(pdparams, what)
-    if not isinstance(params, dict) or not params:
-        raise UserError(f"{what}: {pdparams} is not a paddle checkpoint (.pdparams state dict)")
+    if not isinstance(params, dict) or not params or not all(hasattr(v, "shape") for v in params.values()):
+        raise UserError(f"{what}: {pdparams} is not a paddle checkpoint (a .pdparams state dict of tensors); "
+                        "point it at a .pdparams file saved by paddledist, PaddleX or paddle.save")
     stem = pdparams[: -len(".pdparams")] if pdparams.endswith(".pdparams") else pdparams
     opt = _load_file(stem + ".pdopt", what) if os.path.isfile(stem + ".pdopt") else None
     states = _load_file(stem + ".pdstates", what) if os.path.isfile(stem + ".pdstates") else None
@@ -97,4 +99,5 @@ def _load_file(path: str, what: str) -> Any:
     try:
         return paddle.load(path, return_numpy=True)
     except Exception as e:  # paddle raises many types for a file that is not its format
-        raise UserError(f"{what}: {path} is not a paddle checkpoint ({type(e).__name__})") from None
+        raise UserError(f"{what}: {path} is not a paddle checkpoint or is damaged ({type(e).__name__}); point it "
+                        "at a complete file saved by paddledist, PaddleX or paddle.save") from None

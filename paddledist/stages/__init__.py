@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import import_module
 from typing import Callable
 
 from paddledist.config import Config, to_yaml
@@ -20,8 +21,6 @@ FIRST_MACHINE_ONLY = ("export", "predict")
 
 def _stage_runner(stage: str) -> Callable:
     """The in-process body of a stage: run(cfg, dist)."""
-    from importlib import import_module
-
     return import_module(f"paddledist.stages.{stage}").run
 
 
@@ -59,6 +58,10 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
     if stage in FIRST_MACHINE_ONLY and not launch.is_first_machine(cfg):
         print(f"paddledist: {stage} runs on the first machine of Train.dist_ips only; skipped here", flush=True)
         return 0
+    # In a dry run, weights an earlier train stage would write do not exist yet: its own check covers the rest.
+    trained_before = "train" in cfg.Global.mode[:cfg.Global.mode.index(stage)]
+    if stage in DISTRIBUTED and (dry_run or launch.needs_launch(cfg)) and not (dry_run and trained_before):
+        check_before_launch(staged, stage)
     if stage in DISTRIBUTED and launch.needs_launch(cfg):
         args = ["-c", os.path.abspath(config_path)] + [a for o in overrides for a in ("-o", o)]
         return launch.launch_stage(staged, os.path.abspath(sys.argv[0]), args + ["-o", f"Global.mode={stage}"], dry_run)
@@ -70,3 +73,19 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
 
     _stage_runner(stage)(staged, DistEnv())
     return 0
+
+
+def check_before_launch(cfg: Config, stage: str) -> None:
+    """The stage's own preflight (model, data, labels; weight files on the first machine) and the device
+    build, run here before any worker starts or anything is written, so a mistake is one line on every
+    machine; the workers repeat it. Runs as this machine's first rank would."""
+    from paddledist import cluster
+    from paddledist.engine.distenv import DistEnv
+    from paddledist.stages.common import check_device
+
+    plan = cluster.plan(cfg)
+    check_device(cfg)
+    dist = DistEnv(rank=plan.ranks[0], world_size=plan.world_size, nnodes=plan.nnodes)
+    preflight = getattr(import_module(f"paddledist.stages.{stage}"), "preflight", None)
+    if preflight is not None:
+        preflight(cfg, dist)

@@ -33,14 +33,21 @@ def setup_logging(output: str, stage: str, dist: DistEnv) -> None:
         logger.addHandler(handler)
 
 
+def check_device(cfg: Config) -> None:
+    """A GPU device needs a paddle build with CUDA; checked before anything is launched or written."""
+    import paddle
+
+    if parse_device(cfg.Global.device).kind == "gpu" and not paddle.is_compiled_with_cuda():
+        raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no GPU support; "
+                        "install paddlepaddle-gpu or use -o Global.device=cpu")
+
+
 def set_device(cfg: Config, dist: DistEnv) -> str:
     import paddle
 
+    check_device(cfg)
     spec = parse_device(cfg.Global.device)
     if spec.kind == "gpu":
-        if not paddle.is_compiled_with_cuda():
-            raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no GPU support; "
-                            "install paddlepaddle-gpu or use -o Global.device=cpu")
         # Under the launcher each worker sees its own card as FLAGS_selected_gpus; alone, use the first listed id.
         device = "gpu" if dist.distributed else f"gpu:{spec.ids[0]}"
     else:
