@@ -3,8 +3,9 @@
 `<output>/epoch_N/epoch_N.pdparams|.pdopt|.pdstates`, and `latest/` and `best_model/` likewise. Each
 checkpoint is written complete into a hidden temporary folder first. `epoch_N` is then renamed into
 place; `latest` and `best_model` are symbolic links swapped with one atomic rename onto a versioned
-folder under `.checkpoints/`, so a kill at any moment leaves the previous complete checkpoint.
-Checkpoint files are pickles: load them only from paths you trust.
+folder under `.checkpoints/`, so a kill at any moment leaves the previous complete checkpoint (a test
+SIGKILLs a writer at random points of save() and loads `latest` every time). The next save removes what a
+killed writer left behind. Checkpoint files are pickles: load them only from paths you trust (docs/security.md).
 """
 
 from __future__ import annotations
@@ -30,52 +31,95 @@ def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bo
     """Write `<name>/<name>.*` under `output`; returns the .pdparams path. `link`: publish via symlink swap."""
     import paddle
 
-    tag = f"{name}.epoch{states['epoch']}" if link else name
-    tmp = os.path.join(output, STORE, f".tmp-{tag}-{os.getpid()}")
+    store = os.path.join(output, STORE)
+    os.makedirs(store, exist_ok=True)
+    _remove_leftovers(output)
+    tmp = os.path.join(store, f".tmp-{name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     paddle.save(params, os.path.join(tmp, f"{name}.pdparams"))
     paddle.save(opt, os.path.join(tmp, f"{name}.pdopt"))
     paddle.save(states, os.path.join(tmp, f"{name}.pdstates"))
-    _fsync_dir(tmp)
+    _fsync_files(tmp)
     if link:
-        _publish_link(output, name, tmp, tag)
+        _publish_link(output, name, tmp, _free_tag(store, f"{name}.epoch{states['epoch']}"))
     else:
         _publish_dir(output, name, tmp)
     return os.path.join(output, name, f"{name}.pdparams")
 
 
+def _free_tag(store: str, tag: str) -> str:
+    """`tag`, or `tag.2`, `tag.3`... when taken: a folder in the store may be the published one (a rerun
+    reaching the same epoch), and deleting it before the swap would leave the link dangling."""
+    candidate, n = tag, 1
+    while os.path.lexists(os.path.join(store, candidate)):
+        n += 1
+        candidate = f"{tag}.{n}"
+    return candidate
+
+
 def _publish_dir(output: str, name: str, tmp: str) -> None:
+    """epoch_N: the old folder is moved aside first, so a kill leaves the old or the new one, or (between two
+    renames) neither; never a half-written one."""
     final = os.path.join(output, name)
-    if os.path.islink(final) or os.path.isfile(final):
-        os.remove(final)
-    elif os.path.isdir(final):
-        shutil.rmtree(final)
+    aside = os.path.join(output, STORE, f".old-{name}-{os.getpid()}")
+    if os.path.lexists(final):
+        os.rename(final, aside)
     os.rename(tmp, final)
+    _fsync_dir(output)
+    if os.path.islink(aside) or os.path.isfile(aside):
+        os.remove(aside)
+    else:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _publish_link(output: str, name: str, tmp: str, tag: str) -> None:
     store = os.path.join(output, STORE)
     versioned = os.path.join(store, tag)
-    shutil.rmtree(versioned, ignore_errors=True)
     os.rename(tmp, versioned)
     final = os.path.join(output, name)
     previous = os.path.realpath(final) if os.path.islink(final) else None
-    if os.path.isdir(final) and not os.path.islink(final):
-        shutil.rmtree(final)  # a plain folder from an older tool: replaced once, then always a link
+    if os.path.isdir(final) and not os.path.islink(final):  # a plain folder from an older tool: once
+        os.rename(final, os.path.join(store, f".old-{name}-{os.getpid()}"))
     staged = os.path.join(output, f".{name}.link-{os.getpid()}")
     if os.path.lexists(staged):
         os.remove(staged)
     os.symlink(os.path.join(STORE, tag), staged)
     os.replace(staged, final)  # the atomic step
-    if previous and previous != os.path.realpath(versioned) and previous.startswith(os.path.realpath(store)):
+    _fsync_dir(output)
+    if previous and previous != os.path.realpath(versioned) and os.path.dirname(previous) == os.path.realpath(store):
         shutil.rmtree(previous, ignore_errors=True)
 
 
-def _fsync_dir(path: str) -> None:
+def _remove_leftovers(output: str) -> None:
+    """What a killed writer left: temporary and set-aside folders, staged links, and store folders no link
+    points to any more. Only rank 0 writes an output folder, so nothing here is in use."""
+    store = os.path.join(output, STORE)
+    published = {os.path.realpath(os.path.join(output, n)) for n in os.listdir(output)
+                 if os.path.islink(os.path.join(output, n))}
+    for entry in os.listdir(store):
+        path = os.path.join(store, entry)
+        if os.path.realpath(path) not in published:
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+    for entry in os.listdir(output):
+        if entry.startswith(".") and ".link-" in entry and os.path.islink(os.path.join(output, entry)):
+            os.remove(os.path.join(output, entry))
+
+
+def _fsync_files(path: str) -> None:
     for name in os.listdir(path):
         with open(os.path.join(path, name), "rb") as f:
             os.fsync(f.fileno())
+    _fsync_dir(path)
+
+
+def _fsync_dir(path: str) -> None:
+    """Make renames in `path` durable (a power cut after the swap must not bring back the old link)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def load(pdparams: str, what: str) -> Checkpoint:
