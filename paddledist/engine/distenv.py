@@ -57,6 +57,17 @@ def broadcast_object(obj: Any, dist: DistEnv) -> Any:
     return box[0]
 
 
+def all_gather_object(obj: Any, dist: DistEnv) -> list:
+    """Every rank's `obj`, in rank order, on every rank (small objects: lists of names)."""
+    if not dist.distributed:
+        return [obj]
+    import paddle.distributed as pdist
+
+    gathered: list = []
+    pdist.all_gather_object(gathered, obj)
+    return gathered
+
+
 def barrier(dist: DistEnv) -> None:
     if dist.distributed:
         import paddle.distributed as pdist

@@ -8,7 +8,8 @@ import time
 import numpy as np
 
 from paddledist.engine import checkpoint, results
-from paddledist.engine.distenv import all_reduce_sum
+from paddledist.engine.distenv import all_gather_object, all_reduce_sum
+from paddledist.errors import UserError
 from paddledist.engine.metrics import evaluate
 from paddledist.engine.schedule import eta_seconds, format_eta
 
@@ -41,6 +42,23 @@ class LogHook:
         self._reset()
 
 
+class DataErrorHook:
+    """After every epoch: the undecodable training images of all ranks, merged on every rank, logged (they
+    were left out with zero weight, never replaced), and the job stopped on all ranks at once past
+    Train.max_bad_samples."""
+
+    def after_epoch(self, t) -> None:
+        merged = list(dict.fromkeys(name for names in all_gather_object(t.state.bad_samples, t.dist) for name in names))
+        t.state.bad_samples = merged
+        limit = t.cfg.Train.max_bad_samples
+        if len(merged) > limit:
+            raise UserError(f"{len(merged)} training images failed to decode (Train.max_bad_samples={limit}): "
+                            f"{'; '.join(merged[:20])}; fix or remove them (tools/check_dataset.py lists them all)")
+        if merged:
+            log.warning("%d training image(s) could not be decoded and were left out, not replaced (Train."
+                        "max_bad_samples=%d): %s", len(merged), limit, "; ".join(merged[:20]))
+
+
 class EvalHook:
     """Evaluate every eval_interval epochs and after the last; keep history and the best top-1."""
 
@@ -57,6 +75,10 @@ class EvalHook:
             m = evaluate(t.model, self.val_loader, t.dist)
             entry.update(top1=round(m["top1"], 6), top5=round(m["top5"], 6), val_loss=round(m["loss"], 6),
                          val_samples=m["num_samples"])
+            if m["undecodable"]:
+                entry["val_undecodable"] = m["undecodable"]
+                log.warning("%d validation image(s) could not be decoded and were left out of the metrics",
+                            m["undecodable"])
             t.is_best = m["top1"] > s.best_top1
             if t.is_best:
                 s.best_top1, s.best_epoch = m["top1"], s.epoch
@@ -76,7 +98,8 @@ class CheckpointHook:
         out, s = t.cfg.Global.output, t.state
         params, opt = t.model.state_dict(), t.optimizer.state_dict()
         states = {"epoch": s.epoch, "metric": s.best_top1, "best_top1": s.best_top1, "best_epoch": s.best_epoch,
-                  "global_step": s.global_step, "history": s.history, "seed": t.cfg.Global.seed,
+                  "global_step": s.global_step, "history": s.history, "bad_samples": s.bad_samples,
+                  "seed": t.cfg.Global.seed,
                   "rng": "reseeded per epoch from (Global.seed, rank, epoch)"}
         checkpoint.save(out, "latest", params, opt, states, link=True)
         if getattr(t, "is_best", False):

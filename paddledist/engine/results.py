@@ -31,7 +31,8 @@ def write_train_result(t, done: bool) -> None:
         "model_name": cfg.Global.model, "done_flag": done, "world_size": t.dist.world_size,
         "global_batch_size": cfg.Train.batch_size * t.dist.world_size * cfg.Train.accum_steps,
         "start_epoch": s.start_epoch, "epochs": cfg.Train.epochs_iters, "best": best, "history": s.history,
-        "bad_samples": s.bad_samples, "config": "config.yaml", "label_dict": "label_dict.txt",
+        "bad_sample_count": len(s.bad_samples), "bad_samples": s.bad_samples,
+        "config": "config.yaml", "label_dict": "label_dict.txt",
         "train_log": f"logs/train.rank{t.dist.rank}.log", "models": models,
     }
     write_json(os.path.join(cfg.Global.output, "train_result.json"), data)

@@ -16,7 +16,6 @@ import paddle
 import paddle.nn.functional as F
 
 from paddledist.data.pipeline import BAD, OK
-from paddledist.errors import UserError
 
 
 @dataclass
@@ -91,13 +90,14 @@ class Trainer:
         self.state.global_step += 1
 
     def _note_bad(self, status, index) -> None:
+        """Count undecodable samples (distinct: a broken image comes back every epoch). The limit is checked
+        at the epoch's end on all ranks at once (DataErrorHook): one rank stopping alone would break the
+        others' collectives and hide the reason."""
         bad = (status == BAD).numpy()
         if bad.any():
             names = self.loader.dataset.samples.names
-            self.state.bad_samples += [names[i] for i in index.numpy()[bad]]
-            if len(self.state.bad_samples) > self.cfg.Train.max_bad_samples:
-                raise UserError(f"{len(self.state.bad_samples)} images failed to decode (Train.max_bad_samples="
-                                f"{self.cfg.Train.max_bad_samples}): {'; '.join(self.state.bad_samples[:20])}")
+            new = dict.fromkeys(names[i] for i in index.numpy()[bad] if names[i] not in self.state.bad_samples)
+            self.state.bad_samples += list(new)
 
     def _timed(self, loader):
         """Yields batches, recording how long the loop waited for each (the data-wait share)."""

@@ -12,7 +12,8 @@ from paddledist.data.formats import load_samples
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
 from paddledist.engine import checkpoint
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.hooks import CheckpointHook, DigestHook, EvalHook, LogHook, ResultHook, VisualDLHook
+from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
+                                     VisualDLHook)
 from paddledist.engine.schedule import lr_factor, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.errors import UserError
@@ -81,7 +82,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
         from paddle.distributed import fleet
 
         model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
-    hooks = [LogHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
+    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler)
@@ -127,6 +128,7 @@ def restore(model, optimizer, ckpt) -> TrainState:
     s.start_epoch = int(states.get("epoch", 0)) + 1
     s.best_top1, s.best_epoch = float(states.get("best_top1", -1.0)), int(states.get("best_epoch", 0))
     s.history, s.global_step = list(states.get("history", [])), int(states.get("global_step", 0))
+    s.bad_samples = list(states.get("bad_samples", []))
     log.info("resumed from epoch %d; continuing at epoch %d", s.start_epoch - 1, s.start_epoch)
     return s
 
