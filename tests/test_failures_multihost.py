@@ -136,3 +136,21 @@ def test_host_cut_off_is_named_everywhere_then_the_job_resumes(netns_hosts, tmp_
     print(f"cut-off host detected in {max(s for _, s in done.values()):.1f}s")
     subprocess.run(["ip", "link", "set", veth, "up"], check=True)
     resume_and_finish(hosts, tmp_path, stopped_after=2)
+
+
+def test_a_host_with_another_config_stops_every_host_naming_the_key(netns_hosts, tmp_path):  # noqa: F811
+    hosts = netns_hosts(3)
+    procs = {}
+    for i in range(3):
+        (tmp_path / f"host{i}").mkdir()
+        extra = ["Train.learning_rate=0.1"] if i == 1 else []
+        log = open(tmp_path / f"mismatch.host{i}.txt", "w")
+        procs[i] = hosts.popen(i, command(hosts, *extra), cwd=str(tmp_path / f"host{i}"), stdout=log,
+                               stderr=subprocess.STDOUT)
+    done = wait_all(procs, timeout=90)
+    differs = (f"node 1 ({hosts.addresses[1]}) differs from node 0: config key Train.learning_rate is 0.1 there, "
+               "0.05 on node 0")
+    for i, (code, _) in done.items():
+        text = output(tmp_path, "mismatch", i)
+        assert code == 2 and differs in text and "Traceback" not in text, text[-3000:]
+        assert not (tmp_path / f"host{i}" / "out").exists()  # stopped before anything was launched
