@@ -88,7 +88,8 @@ def free_port() -> int:
 def busy_port():
     """A free port, then held by another process listening on it: (port, pid)."""
     port = free_port()
-    code = f"import socket,time; {HOLDER_MARK}=1; s=socket.socket(); s.bind(('',{port})); s.listen(); print(1,flush=True); time.sleep(120)"
+    code = (f"import socket, time; {HOLDER_MARK} = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); "
+            "print(1, flush=True); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "1"
     yield port, proc.pid

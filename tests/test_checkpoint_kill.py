@@ -34,9 +34,9 @@ WRITER = textwrap.dedent("""
         states = {"epoch": epoch, "best_top1": 0.5}
         checkpoint.save(out, "latest", params, {"m": np.full((4,), epoch, np.float32)}, states, link=True)
         if epoch % 3 == 0:
-            checkpoint.save(out, "best_model", params, {}, states, link=True)
+            checkpoint.save(out, "best_model", params, {"m": np.zeros(1)}, states, link=True)
         if epoch % 4 == 0:
-            checkpoint.save(out, f"epoch_{epoch}", params, {}, states, link=False)
+            checkpoint.save(out, f"epoch_{epoch}", params, {"m": np.zeros(1)}, states, link=False)
         print(epoch, flush=True)
         epoch += 1
 """)
@@ -84,14 +84,14 @@ def test_a_rerun_reaching_the_published_epoch_keeps_latest_loadable(tmp_path):
     """Restarting from scratch in the same folder saves epoch k again while latest still points to epoch k."""
     params = {"w": np.ones((4,), np.float32)}
     for epoch in (1, 2, 1, 2):
-        checkpoint.save(str(tmp_path), "latest", params, {}, {"epoch": epoch}, link=True)
+        checkpoint.save(str(tmp_path), "latest", params, params, {"epoch": epoch}, link=True)
         assert checkpoint.load(str(tmp_path / "latest" / "latest.pdparams"), "x").states["epoch"] == epoch
     assert len(os.listdir(tmp_path / checkpoint.STORE)) == 1
 
 
 def test_epoch_folders_are_replaced_whole(tmp_path):
     for value in (1.0, 2.0):
-        checkpoint.save(str(tmp_path), "epoch_4", {"w": np.full((2,), value, np.float32)}, {}, {"epoch": 4},
+        checkpoint.save(str(tmp_path), "epoch_4", {"w": np.full((2,), value, np.float32)}, {"m": np.zeros(1)}, {"epoch": 4},
                         link=False)
     assert checkpoint.load(str(tmp_path / "epoch_4" / "epoch_4.pdparams"), "x").params["w"][0] == 2.0
 

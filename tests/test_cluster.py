@@ -204,7 +204,8 @@ def listener(tmp_path):
     import sys
 
     port = free_port()
-    code = f"import socket, time; holder_marker = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); print('up', flush=True); time.sleep(60)"
+    code = (f"import socket, time; holder_marker = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); "
+            "print('up', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "up"
     yield port, proc.pid

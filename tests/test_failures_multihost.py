@@ -39,8 +39,8 @@ def heartbeat_overrides() -> list[str]:
 
 def command(hosts: NetnsHosts, *extra: str) -> list[str]:
     return [sys.executable, TRAIN, "-c", CONFIG, "-o", f"Train.dist_ips={','.join(hosts.addresses)}",
-            "Global.output=out", f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}", "Train.save_interval=100",
-            "Train.peer_timeout=60", *extra]
+            "Global.output=out", f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}",
+            "Train.save_interval=100", "Train.peer_timeout=60", *extra]
 
 
 def start(hosts: NetnsHosts, tmp_path: Path, run: str, argv: list[str]) -> dict[int, subprocess.Popen]:
