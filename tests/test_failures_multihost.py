@@ -1,7 +1,8 @@
 """Failures on real multi-host jobs (network-namespace hosts, tests/netns.py): a host whose processes are killed
 mid-training, or whose network link goes down, stops every other host within the promised time (60 s, 180 s),
 naming it; no process is left on any host; then the same command with Train.resume_path continues from the
-next epoch on every host and finishes. Skips where namespaces cannot be made (not root, no `ip netns`).
+next epoch on every host and finishes. A killed worker alone is named by its rank; a host with another config
+stops every host before launch. Skips where namespaces cannot be made (not root, no `ip netns`).
 
 Every host runs the identical command in its own folder (relative Global.output), as machines with their own
 disks would: the checkpoint to resume from exists on the first host only.
@@ -88,6 +89,14 @@ def pids_in(hosts: NetnsHosts, i: int) -> list[str]:
     return subprocess.run(["ip", "netns", "pids", hosts.namespaces[i]], capture_output=True, text=True).stdout.split()
 
 
+def is_worker(pid: str) -> bool:
+    """A process paddle's launcher started for a rank (it carries the rank variables)."""
+    try:
+        return b"PADDLE_TRAINER_ID=" in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
 def resume_and_finish(hosts: NetnsHosts, tmp_path: Path, stopped_after: int) -> None:
     """The same command plus Train.resume_path on every host: it continues at the next epoch and finishes."""
     procs = start(hosts, tmp_path, "resume", command(hosts, f"Train.resume_path={RESUME}", *heartbeat_overrides()))
@@ -118,6 +127,24 @@ def test_killed_host_is_named_everywhere_then_the_job_resumes(netns_hosts, tmp_p
         assert not pids_in(hosts, i), f"processes left on host {i}"
     print(f"killed host detected in {max(s for _, s in done.values()):.1f}s")
     resume_and_finish(hosts, tmp_path, stopped_after=2)
+
+
+def test_a_killed_worker_is_named_by_rank_on_every_host(netns_hosts, tmp_path):  # noqa: F811
+    """Only the worker dies (as under the OOM killer); its supervisor lives and says which rank failed, while
+    the other hosts' ranks fail only because their collectives broke."""
+    hosts = netns_hosts(2)
+    procs = start(hosts, tmp_path, "worker", command(hosts, *heartbeat_overrides()))
+    wait_for_epoch(tmp_path, 1, procs)
+    workers = [pid for pid in pids_in(hosts, 1) if is_worker(pid)]
+    assert workers
+    for pid in workers:
+        os.kill(int(pid), signal.SIGKILL)
+    done = wait_all(procs, timeout=60)
+    assert all(code != 0 for code, _ in done.values()), done
+    failed = f"node 1 ({hosts.addresses[1]}) stopped: rank 1 failed with exit code -9"
+    assert failed in output(tmp_path, "worker", 0), output(tmp_path, "worker", 0)[-3000:]
+    assert "rank 1 (local rank 0 on node 1" in output(tmp_path, "worker", 1)
+    assert not pids_in(hosts, 0) and not pids_in(hosts, 1)
 
 
 def test_host_cut_off_is_named_everywhere_then_the_job_resumes(netns_hosts, tmp_path):  # noqa: F811

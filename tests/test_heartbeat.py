@@ -137,11 +137,11 @@ def test_after_a_local_failure_a_silent_peer_is_declared_lost_and_relayed(three)
     assert relayed and relayed.startswith("node 1 (127.0.0.2) lost, reported by node 0: no heartbeat"), relayed
 
 
-def test_a_failure_reported_while_explaining_is_not_blamed(three):
-    """Two nodes failing at once (one broke the other's collectives): neither report is taken as the cause."""
-    threading.Timer(0.2, three[2].failed, args=("rank 2 failed with exit code 1",)).start()
-    assert three[1].explain(wait_s=1.0) is None
-    assert three[1].check() == "node 2 (127.0.0.3) stopped: rank 2 failed with exit code 1"
+def test_a_node_failing_on_its_own_is_blamed_by_those_whose_collectives_broke(three):
+    threading.Timer(0.3, three[2].tell, args=("rank 2 failed with exit code -9",)).start()
+    start = time.monotonic()
+    assert three[1].explain(wait_s=2.0) == "node 2 (127.0.0.3) stopped: rank 2 failed with exit code -9"
+    assert time.monotonic() - start < 1.5  # as soon as the word came, not after the whole wait
 
 
 def test_a_verdict_that_came_first_is_the_cause(three):

@@ -16,7 +16,7 @@ import pytest
 
 from paddledist.cluster import ClusterPlan
 from paddledist.config import DeviceSpec
-from paddledist.launch import run
+from paddledist.launch import run, runner
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "fleet_probe.py"
@@ -85,7 +85,7 @@ FAKE_LAUNCHER = textwrap.dedent("""
     print("launcher up", flush=True)
     if len(sys.argv) > 2:
         log = sys.argv[2]
-        open(log, "w").write("step 1\\nTraceback: boom\\n")
+        open(log, "w").write("step 1\\nTraceback: boom\\n" + " ".join(sys.argv[3:]) + "\\n")
         print(f"Container rank 1 status failed cmd ['python', '-u', 'x.py'] code 7 log {log}", flush=True)
         sys.exit(7)
     time.sleep(300)
@@ -148,7 +148,11 @@ class FakePeers:
         return self.verdict_when() if self.verdict_when else None
 
     def explain(self, wait_s):
+        self.told.append(("explain", wait_s))
         return self.blame
+
+    def tell(self, reason):
+        self.told.append(("tell", reason))
 
     def failed(self, reason):
         self.told.append(("failed", reason))
@@ -167,20 +171,24 @@ def test_a_lost_peer_stops_the_job_and_is_not_blamed_on_this_node(tmp_path, fake
     assert not alive(int(pid_file.read_text()))
 
 
-def test_a_rank_failure_caused_by_a_lost_peer_names_the_peer_first(tmp_path, fake, capsys):
+def test_ranks_whose_collectives_broke_wait_for_the_cause_and_name_it_first(tmp_path, fake, capsys):
+    log = tmp_path / "workerlog.1"
     peers = FakePeers(blame="node 1 (10.0.0.2) lost: no heartbeat for 31s")
-    assert run(fake + [str(tmp_path / "workerlog.1")], os.environ, PLAN, interval_s=0.1, peers=peers) == 7
+    assert run(fake + [str(log), "terminate called after throwing an instance of 'gloo::IoException'"],
+               os.environ, PLAN, interval_s=0.1, peers=peers) == 7
     err = capsys.readouterr().err
     assert err.index("stopping the job: node 1 (10.0.0.2) lost") < err.index("rank 1 (local rank 1 on node 0")
-    assert peers.told == [("failed", None)]
+    assert peers.told == [("explain", runner.BLAME_WAIT_S), ("failed", None)]  # the cause is not here
 
 
-def test_a_rank_failure_of_our_own_is_told_to_the_other_machines(tmp_path, fake, capsys):
+def test_ranks_failing_on_their_own_are_told_to_the_other_machines_at_once(tmp_path, fake, capsys):
     peers = FakePeers()
     assert run(fake + [str(tmp_path / "workerlog.1")], os.environ, PLAN, interval_s=0.1, peers=peers) == 7
-    [(kind, reason)] = peers.told
-    assert kind == "failed" and reason.startswith("rank 1 failed with exit code 7 (log: ")
+    assert peers.told[0] == ("explain", 0)  # only what came before: no waiting
+    kind, reason = peers.told[1]
+    assert kind == "tell" and reason.startswith("rank 1 failed with exit code 7 (log: ")
     assert reason.endswith("on node 0 (127.0.0.1))")
+    assert peers.told[2:] == [("failed", None)]
 
 
 def test_a_clean_end_is_told_as_done(capsys):

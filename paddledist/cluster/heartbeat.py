@@ -6,7 +6,8 @@ connection closes (its processes were killed: the kernel closes their sockets at
 for Train.heartbeat_timeout seconds (its link or machine is down), and tells every other node
 {"lost": node, "why": ...}. A node that loses node 0 decides the same on its own. A node whose own workers
 fail sends {"stop": reason} and the hub relays it, so every node stops at once instead of waiting for paddle's
-collectives to time out. {"done": node} marks a node that finished cleanly: its closing is not a loss.
+collectives to time out (a node whose ranks only failed because their collectives broke says nothing: the
+cause is elsewhere). {"done": node} marks a node that finished cleanly: its closing is not a loss.
 
 The supervising runner polls `check()` and, on a verdict, ends its workers and exits non-zero naming the node.
 """
@@ -37,9 +38,7 @@ class Peers:
         self.finished: set[int] = set()
         self.gone: set[int] = set()
         self.verdict: Optional[str] = None
-        """The first reason to stop: a peer lost, or a peer's failure."""
-        self.loss: Optional[str] = None
-        """The first lost peer, if any (a verdict too)."""
+        """The first reason to stop: a peer lost, or a peer's ranks failing on their own."""
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="paddledist-heartbeat", daemon=True)
@@ -65,11 +64,10 @@ class Peers:
         return self.verdict
 
     def explain(self, wait_s: float) -> Optional[str]:
-        """After this node's own workers failed: the lost peer to blame, or None. A verdict that came first is
-        the cause; a peer silent for over two intervals is declared lost now (its silence, not the timeout,
-        broke the collectives here); otherwise wait up to `wait_s` for the hub's word of a loss (a killed
-        peer breaks the collectives here a moment before that word arrives). Another node's failure reported
-        meanwhile is not blamed: it may as well follow from this node's."""
+        """After this node's ranks failed: the peer to blame, or None. A verdict that came first is the cause;
+        a peer silent for over two intervals is declared lost now (its silence broke the collectives here,
+        before the heartbeat timeout); otherwise wait up to `wait_s` for the hub's word: a loss, or a node
+        whose ranks failed on their own (only such nodes `tell`)."""
         with self._lock:
             if self.verdict:
                 return self.verdict
@@ -80,17 +78,21 @@ class Peers:
                     self._lost(k, f"no heartbeat for {silent:.0f}s (Train.heartbeat_interval={self.interval_s:g}s) "
                                   "when the collectives here failed: its network link or machine is down")
         deadline = self.clock() + wait_s
-        while self.loss is None and self.clock() < deadline:
+        while self.verdict is None and self.clock() < deadline:
             time.sleep(_TICK_S)
-        return self.loss
+        return self.verdict
+
+    def tell(self, reason: str) -> None:
+        """This node's ranks failed on their own: tell every node now (through the hub)."""
+        with self._lock:
+            for link in self.links.values():
+                link.queue({"stop": reason, "node": self.me})
+                link.flush()
 
     def failed(self, reason: Optional[str]) -> None:
-        """This node stopped. `reason`: why, when the cause is here (the hub relays it to every node), or None
-        when it follows from a peer's loss or failure that the others hear of anyway. Then close."""
+        """This node stopped: tell the others `reason` unless None (they know, or it follows from them); close."""
         if reason:
-            with self._lock:
-                for link in self.links.values():
-                    link.queue({"stop": reason, "node": self.me})
+            self.tell(reason)
         self.close()
 
     def done(self) -> None:
@@ -161,7 +163,7 @@ class Peers:
                 self._relay({"stop": message["stop"], "node": node}, skip=k)
         elif "lost" in message and not self.is_hub:
             node = message["lost"] if isinstance(message["lost"], int) else -1
-            self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}", loss=True)
+            self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}")
 
     def _judge_silence(self) -> None:
         with self._lock:
@@ -179,7 +181,7 @@ class Peers:
         self.gone.add(k)
         if k in self.finished:
             return
-        self._decide(f"{self.who(k)} lost: {why}", loss=True)
+        self._decide(f"{self.who(k)} lost: {why}")
         if self.is_hub:
             self._relay({"lost": k, "why": why}, skip=k)
 
@@ -189,8 +191,6 @@ class Peers:
                 self.links[j].queue(message)
                 self.links[j].flush()
 
-    def _decide(self, verdict: str, loss: bool = False) -> None:
-        if loss and self.loss is None:
-            self.loss = verdict
+    def _decide(self, verdict: str) -> None:
         if self.verdict is None:
             self.verdict = verdict

@@ -32,13 +32,20 @@ class PeerLinks(Protocol):
 
     def explain(self, wait_s: float) -> Optional[str]: ...
 
+    def tell(self, reason: str) -> None: ...
+
     def failed(self, reason: Optional[str]) -> None: ...
 
     def done(self) -> None: ...
 
 
 BLAME_WAIT_S = 5.0
-"""After a local rank failed: how long to wait for word that a peer was lost first (and caused it)."""
+"""After local ranks failed because their collectives broke: how long to wait for word of the cause elsewhere."""
+
+COLLECTIVE_BREAK = ("gloo::IoException", "gloo::TimeoutException", "Connection reset by peer",
+                    "Connection closed by peer")
+"""In a failed rank's log: it failed because a peer vanished or went silent, not for a reason of its own
+(measured with gloo on CPU; NCCL's messages are not recognised, so GPU ranks count as failing on their own)."""
 
 _FAILED = re.compile(r"Container rank (\d+) status failed cmd .* code (-?\d+) log (\S+)")
 
@@ -131,7 +138,7 @@ def _pump(stream, out: TextIO, seen: _Seen) -> None:
 
 def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO,
             peers: Optional[PeerLinks]) -> tuple[int, Optional[str]]:
-    """Print why this launch ended; (exit code, the cause for the other machines when it lies here, else None)."""
+    """Print why this launch ended; (exit code, a cause the other machines have not been told yet, or None)."""
     here = f"node {plan.node_rank} ({plan.host})"
     if signum:
         print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
@@ -142,21 +149,46 @@ def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: Cl
         return 1, None if peers and reason == peers.check() else reason
     if code == 0 and not seen.failed:
         return 0, None
-    blame = peers.explain(BLAME_WAIT_S) if peers else None
+    blame = _blame(seen, plan, code, peers)
     if blame:
         print(f"paddledist: stopping the job: {blame}; the failures below on {here} follow from it",
               file=err, flush=True)
     for local_rank, (rank_code, log) in sorted(seen.failed.items()):
         print(_rank_failure(plan, local_rank, rank_code, log), file=err, flush=True)
-    if peers and not blame and peers.check():  # heard meanwhile; may be cause or consequence
+    if peers and not blame and peers.check() and peers.check() != blame:
         print(f"paddledist: meanwhile: {peers.check()}", file=err, flush=True)
-    if seen.failed:
-        local_rank, (rank_code, log) = min(seen.failed.items())
-        summary = f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code} (log: {log} on {here})"
-    else:
-        summary = f"paddle.distributed.launch exited with code {code} on {here}"
-        print(f"paddledist: {summary}; see its output above", file=err, flush=True)
-    return (code if code > 0 else (128 - code if code < 0 else 1)), None if blame else summary
+    if not seen.failed:
+        print(f"paddledist: paddle.distributed.launch exited with code {code} on {here}; see its output above",
+              file=err, flush=True)
+    return (code if code > 0 else (128 - code if code < 0 else 1)), None
+
+
+def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]) -> Optional[str]:
+    """Whom to blame for this launch's failed ranks, telling the other machines when the cause is here.
+    Ranks that failed for a reason of their own (a traceback, a signal such as the OOM killer's) are the
+    cause: the others hear of it at once, unless word of a lost peer came first. Ranks whose collectives
+    broke wait briefly for word of the cause elsewhere (a peer lost, or its ranks failing on their own)."""
+    if peers is None:
+        return None
+    if any(not _collective_broke(log) for _, log in seen.failed.values()) or not seen.failed:
+        blame = peers.explain(0)
+        if not blame:
+            peers.tell(_summary(seen, plan, code))
+        return blame
+    return peers.explain(BLAME_WAIT_S)
+
+
+def _summary(seen: _Seen, plan: ClusterPlan, code: int) -> str:
+    here = f"node {plan.node_rank} ({plan.host})"
+    origin = [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log)]
+    if not origin:
+        return f"paddle.distributed.launch exited with code {code} on {here}"
+    local_rank, rank_code, log = origin[0]
+    return f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code} (log: {log} on {here})"
+
+
+def _collective_broke(log: str) -> bool:
+    return any(marker in line for line in tail(log, lines=400) for marker in COLLECTIVE_BREAK)
 
 
 def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str) -> str:
