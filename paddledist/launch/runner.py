@@ -2,8 +2,9 @@
 
 The runner polls: every `interval_s` it records the process groups below the launcher and asks each
 watcher, and the other machines' heartbeat links (`peers`), whether the job must stop. On a failed rank it
-names the rank, its node and the tail of its workerlog, and first the lost machine that caused it, if any;
-then it tells the other machines how this one ended. SIGINT/SIGTERM/exit end every process the launch started.
+names the rank, its node and the tail of its workerlog, and first the machine that caused it, if any; a rank
+that failed on its own is told to the other machines at once. SIGINT/SIGTERM/exit end every process the launch
+started.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from paddledist.launch import procs
 
 Watcher = Callable[[], Optional[str]]
 """Polled while the job runs; a returned message stops the job and is reported."""
+
 
 class PeerLinks(Protocol):
     """The other machines' supervisors (cluster.heartbeat.Peers): why to stop, whom to blame, whom to tell."""
