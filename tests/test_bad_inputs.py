@@ -35,15 +35,18 @@ HOLDER_MARK = "paddledist_port_holder"
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
-    """Weight files: a real checkpoint, a text file, a truncated checkpoint."""
+    """Weight files: a checkpoint of something else, a text file, a truncated checkpoint, a 10-class LeNet's."""
     from paddledist.engine import checkpoint
+    from paddledist.models import build_model
 
     root = tmp_path_factory.mktemp("weights")
     w = {"w": np.ones((3,), np.float32)}
     real = checkpoint.save(str(root), "latest", w, w, {"epoch": 1}, link=True)
     (root / "notes.pdparams").write_text("these are not weights\n")
     (root / "cut.pdparams").write_bytes(Path(real).read_bytes()[:40])
-    return {"real": Path(real), "text": root / "notes.pdparams", "cut": root / "cut.pdparams"}
+    lenet = {k: v.numpy() for k, v in build_model("LeNet", 10, 32).state_dict().items()}
+    ten = checkpoint.save(str(root), "epoch_1", lenet, w, {"epoch": 1}, link=False)
+    return {"real": Path(real), "text": root / "notes.pdparams", "cut": root / "cut.pdparams", "lenet10": Path(ten)}
 
 
 @pytest.fixture
@@ -136,10 +139,18 @@ CASES = [
     ("resume not a checkpoint", ["Train.resume_path={text}"],
      ["Train.resume_path: {text} is not a paddle checkpoint"], False),
     ("resume truncated", ["Train.resume_path={cut}"], ["Train.resume_path: {cut} is not a paddle checkpoint"], False),
+    ("resume of another model", ["Train.resume_path={real}"],
+     ["Train.resume_path: {real} does not fit Global.model=LeNet", "missing or wrong shape: "], False),
+    ("resume of another class count", ["Train.resume_path={lenet10}", "Train.num_classes=12"],
+     ["does not fit Global.model=LeNet with Train.num_classes=12", "resume with the settings"], False),
+    ("resume of another model, 2 processes", ["Train.resume_path={real}", "Global.device=cpu:0,1"],
+     ["Train.resume_path: {real} does not fit"], False),
     ("pretrained missing", ["Train.pretrain_weight_path=/nonexistent/w.pdparams"],
      ["Train.pretrain_weight_path: file not found: /nonexistent/w.pdparams"], False),
     ("pretrained not a checkpoint", ["Train.pretrain_weight_path={text}"],
      ["Train.pretrain_weight_path: {text} is not a paddle checkpoint"], False),
+    ("pretrained of another model", ["Train.pretrain_weight_path={real}"],
+     ["Train.pretrain_weight_path: {real} does not fit the model"], False),
     ("port in use on node 0", [f"Train.dist_ips={TEST_NET}", f"Train.node_ip={A}", "Train.port={port}"],
      [f"port {{port}} (Train.port) on node 0 ({A}) is in use, held by pid {{pid}} (", HOLDER_MARK,
       "-o Train.port="], False),

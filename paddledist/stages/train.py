@@ -33,7 +33,23 @@ def preflight(cfg: Config, dist: DistEnv):
         check_labels(samples, cfg.Train.num_classes, cfg.Global.dataset_dir)
     resume = _read_weights(cfg.Train.resume_path, "Train.resume_path", dist)
     pretrain = _read_weights(cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist)
+    if resume or pretrain:
+        _check_fits(cfg, resume, pretrain)
     return train, val, resume, pretrain
+
+
+def _check_fits(cfg: Config, resume, pretrain) -> None:
+    """Weights must fit Global.model before anything is written: paddle itself would skip a misfit with a
+    warning and train on from a fresh layer."""
+    own = build_model(cfg.Global.model, cfg.Train.num_classes, cfg.Train.input_size).state_dict()
+    if resume:
+        bad = [k for k in own if k not in resume.params or list(resume.params[k].shape) != list(own[k].shape)]
+        if bad:
+            raise UserError(f"Train.resume_path: {cfg.Train.resume_path} does not fit Global.model={cfg.Global.model} "
+                            f"with Train.num_classes={cfg.Train.num_classes} (missing or wrong shape: "
+                            f"{', '.join(bad[:5])}); resume with the settings the checkpoint was trained with")
+    if pretrain:
+        pretrained_head(own, pretrain.params, cfg.Train.pretrain_weight_path)
 
 
 def _read_weights(path, what: str, dist: DistEnv):
@@ -103,9 +119,9 @@ def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
     return optimizer, scheduler
 
 
-def load_pretrained(model, params: dict, path: str) -> None:
-    """Load weights that fit; a classifier head of another class count is skipped, anything else is an error."""
-    own = model.state_dict()
+def pretrained_head(own: dict, params: dict, path: str) -> set:
+    """The classifier head's keys when only they differ in shape (another class count: skipped on loading);
+    any other missing or misfitting key is an error."""
     missing = [k for k in own if k not in params]
     misfit = [k for k in own if k in params and list(params[k].shape) != list(own[k].shape)]
     head = {k for k in misfit if k == list(own)[-1] or k == list(own)[-2]}
@@ -113,6 +129,13 @@ def load_pretrained(model, params: dict, path: str) -> None:
         bad = (missing + [k for k in misfit if k not in head])[:5]
         raise UserError(f"Train.pretrain_weight_path: {path} does not fit the model (missing or wrong shape: "
                         f"{', '.join(bad)}); use weights of the same Global.model")
+    return head
+
+
+def load_pretrained(model, params: dict, path: str) -> None:
+    """Load weights that fit; a classifier head of another class count is skipped, anything else is an error."""
+    own = model.state_dict()
+    head = pretrained_head(own, params, path)
     model.set_state_dict({k: v for k, v in params.items() if k in own and k not in head})
     if head:
         print(f"paddledist: pretrained classifier head skipped (other class count): {', '.join(sorted(head))}", flush=True)
