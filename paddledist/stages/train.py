@@ -41,7 +41,9 @@ def preflight(cfg: Config, dist: DistEnv):
 def _check_fits(cfg: Config, resume, pretrain) -> None:
     """Weights must fit Global.model before anything is written: paddle itself would skip a misfit with a
     warning and train on from a fresh layer."""
-    own = build_model(cfg.Global.model, cfg.Train.num_classes, cfg.Train.input_size).state_dict()
+    # A throwaway model must not shift the real one's parameter names, which key the optimizer state (.pdopt).
+    with paddle.utils.unique_name.guard():
+        own = build_model(cfg.Global.model, cfg.Train.num_classes, cfg.Train.input_size).state_dict()
     if resume:
         bad = [k for k in own if k not in resume.params or list(resume.params[k].shape) != list(own[k].shape)]
         if bad:
