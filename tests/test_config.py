@@ -23,7 +23,7 @@ SCHEMA_KEYS = {
     "Train.pretrain_weight_path", "Train.warmup_steps", "Train.resume_path", "Train.log_interval",
     "Train.eval_interval", "Train.save_interval", "Train.dist_ips", "Train.augment", "Train.input_size",
     "Train.num_workers", "Train.momentum", "Train.weight_decay", "Train.scale_lr", "Train.accum_steps",
-    "Train.amp", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",
+    "Train.amp", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",
     "Train.heartbeat_interval", "Train.heartbeat_timeout",
     "Evaluate.weight_path", "Evaluate.log_interval",
     "Export.weight_path",

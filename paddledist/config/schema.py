@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 MODES = ("check_dataset", "train", "evaluate", "export", "predict")
+GRAD_SYNC = ("auto", "reducer", "shm", "flat")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,10 @@ class TrainConfig:
     """(paddledist) Gradient accumulation steps (gradients are synchronised only on the last)."""
     amp: bool = False
     """(paddledist) Automatic mixed precision (GPU only)."""
+    fast_mkl_on_amd: bool = False
+    """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
+    grad_sync: str = "auto"
+    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one machine, flat across machines), reducer (paddle's DataParallel), shm (shared memory), flat (one all-reduce of a flat buffer)."""
     port: int = 6170
     """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
     job_id: str = "paddledist"

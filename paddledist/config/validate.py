@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from paddledist.config.device import parse_device
-from paddledist.config.schema import MODES, Config
+from paddledist.config.schema import GRAD_SYNC, MODES, Config
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -43,9 +43,20 @@ def validate(cfg: Config) -> None:
                         f"Train.heartbeat_interval ({cfg.Train.heartbeat_interval}), so that one late heartbeat "
                         "does not stop the job; raise the timeout or lower the interval")
     _validate_modes(cfg.Global.mode)
+    _validate_grad_sync(cfg)
     parse_device(cfg.Global.device)
     _validate_split(cfg)
     _validate_dist_ips(cfg.Train.dist_ips)
+
+
+def _validate_grad_sync(cfg: Config) -> None:
+    sync = cfg.Train.grad_sync
+    if sync not in GRAD_SYNC:
+        raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
+    if sync in ("shm", "flat") and parse_device(cfg.Global.device).kind == "gpu":
+        raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU jobs use reducer or auto")
+    if sync == "shm" and len(cfg.Train.dist_ips or ()) > 1:
+        raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
 
 
 def _validate_modes(modes: tuple) -> None:

@@ -17,29 +17,36 @@ log = logging.getLogger("paddledist")
 
 
 class LogHook:
-    """Every log_interval steps: loss, LR, global and per-card images/s, data-wait share, ETA."""
+    """Every log_interval steps: loss, LR, global and per-card images/s, data-wait and communication shares
+    (of the wall time, averaged over ranks), ETA."""
 
     def before_epoch(self, t) -> None:
         self._reset()
 
     def _reset(self) -> None:
-        self.window = np.zeros(4)  # loss sum, samples, data wait, steps
+        self.window = np.zeros(5)  # loss sum, samples, data wait, gradient sync, steps
         self.window_start = time.perf_counter()
 
     def after_step(self, t) -> None:
-        self.window += [t.step_stats["loss"], t.step_stats["samples"], t.data_wait, 1]
+        self.window += [t.step_stats["loss"], t.step_stats["samples"], t.data_wait, t.comm_time, 1]
         if (t.iter + 1) % t.cfg.Train.log_interval and t.iter + 1 != len(t.global_counts):
             return
         elapsed = time.perf_counter() - self.window_start
-        loss, samples, wait, steps = all_reduce_sum(np.append(self.window, elapsed), t.dist)[:4]
-        world = t.dist.world_size
+        loss, samples, wait, comm, steps = all_reduce_sum(np.append(self.window, elapsed), t.dist)[:5]
+        world, busy = t.dist.world_size, t.dist.world_size * max(elapsed, 1e-9)
         steps_left = (t.cfg.Train.epochs_iters - t.state.epoch) * len(t.global_counts) + len(t.global_counts) - t.iter - 1
         rate = samples / max(elapsed, 1e-9)
-        log.info("epoch %d/%d iter %d/%d loss %.4f lr %.5f ips %.1f (%.1f/card) data_wait %.0f%% eta %s",
+        log.info("epoch %d/%d iter %d/%d loss %.4f lr %.5f ips %.1f (%.1f/card) data_wait %.0f%%%s eta %s",
                  t.state.epoch, t.cfg.Train.epochs_iters, t.iter + 1, len(t.global_counts), loss / steps,
-                 t.optimizer.get_lr(), rate, rate / world, 100 * wait / (world * max(elapsed, 1e-9)),
+                 t.optimizer.get_lr(), rate, rate / world, 100 * wait / busy, _comm_text(t, comm / busy),
                  format_eta(eta_seconds(0, steps_left, elapsed / max(steps / world, 1))))
         self._reset()
+
+
+def _comm_text(t, share: float) -> str:
+    if not t.dist.distributed:
+        return ""
+    return f" comm {100 * share:.0f}%" if t.grad_sync.timed else " comm (inside backward)"
 
 
 class DataErrorHook:

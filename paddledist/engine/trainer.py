@@ -1,7 +1,8 @@
 """The training loop and its state. Hooks (hooks.py) do logging, evaluation, checkpoints and results.
 
 The trainer never starts processes and never reads paddle's environment variables: it gets a
-`DistEnv`. Gradients are averaged across ranks by fleet's data-parallel wrapper.
+`DistEnv`. Gradients are averaged across ranks by `grad_sync` (gradsync.py): after the last backward of an
+update, or inside backward when it is paddle's reducer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import paddle
 import paddle.nn.functional as F
 
 from paddledist.data.pipeline import BAD, OK
+from paddledist.engine.gradsync import NoSync
 
 
 @dataclass
@@ -31,10 +33,12 @@ class TrainState:
 
 
 class Trainer:
-    def __init__(self, cfg, dist, model, optimizer, scheduler, loader, sampler, hooks, scaler=None) -> None:
+    def __init__(self, cfg, dist, model, optimizer, scheduler, loader, sampler, hooks, scaler=None,
+                 grad_sync=None) -> None:
         self.cfg, self.dist = cfg, dist
         self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
         self.loader, self.sampler, self.hooks = loader, sampler, hooks
+        self.grad_sync = grad_sync or NoSync(model if dist.distributed else None)
         self.state = TrainState()
         self.step_stats: dict = {}
 
@@ -58,13 +62,16 @@ class Trainer:
         accum = self.cfg.Train.accum_steps
         last_micro = (self.iter + 1) % accum == 0 or self.iter + 1 == len(self.global_counts)
         weight = self._loss_weights(status)
-        sync = contextlib.nullcontext() if last_micro or not self.dist.distributed else self.model.no_sync()
-        with sync:
+        with contextlib.nullcontext() if last_micro else self.grad_sync.skip():
             with paddle.amp.auto_cast(enable=self.scaler is not None):
                 logits = self.model(images)
                 loss = (F.cross_entropy(logits, labels, reduction="none").reshape([-1]) * weight).sum()
             (self.scaler.scale(loss) if self.scaler else loss).backward()
+        self.comm_time = 0.0
         if last_micro:
+            start = time.perf_counter()
+            self.grad_sync()
+            self.comm_time = time.perf_counter() - start
             self._optimizer_step()
         self._note_bad(status, index)
         share = self.global_counts[self.iter] / sum(self.global_counts[self.iter // accum * accum:][:accum])
@@ -73,7 +80,7 @@ class Trainer:
 
     def _loss_weights(self, status: paddle.Tensor) -> paddle.Tensor:
         # Sum of loss * world / (real samples in this update across ranks and accumulated micro-batches);
-        # fleet averages gradients over ranks, so the update follows the exact mean over the global batch.
+        # grad_sync averages gradients over ranks, so the update follows the exact mean over the global batch.
         accum = self.cfg.Train.accum_steps
         group = self.iter // accum * accum
         scale = self.dist.world_size / sum(self.global_counts[group:group + accum])

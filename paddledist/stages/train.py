@@ -10,7 +10,7 @@ import paddle
 from paddledist.config import Config, to_yaml
 from paddledist.data.formats import load_samples
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
-from paddledist.engine import checkpoint
+from paddledist.engine import checkpoint, cpu, gradsync
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
                                      VisualDLHook)
@@ -62,6 +62,7 @@ def _read_weights(path, what: str, dist: DistEnv):
 
 
 def run(cfg: Config, dist: DistEnv) -> None:
+    cpu_settings = cpu.apply_defaults(cfg.Train.fast_mkl_on_amd)  # before paddle's first computation
     train_samples, val_samples, resume, pretrain = preflight(cfg, dist)
     kind = set_device(cfg, dist)
     init_process_group(dist)
@@ -71,6 +72,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
     setup_logging(cfg.Global.output, "train", dist)
     if dist.is_main:
         log.info("resolved config:\n%s", to_yaml(cfg))
+        log.info("MKL: %s", " ".join(f"{k}={v}" for k, v in cpu_settings.items()) or "default code path")
     build_trainer(cfg, dist, kind, train_samples, val_samples, pretrain, resume).train()
 
 
@@ -96,14 +98,11 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler))
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
     state = restore(model, optimizer, resume) if resume else TrainState()
-    if dist.distributed:
-        from paddle.distributed import fleet
-
-        model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
+    model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
-                      hooks, scaler)
+                      hooks, scaler, grad_sync)
     trainer.state = state
     return trainer
 
