@@ -91,3 +91,23 @@ def test_ci_runs_the_readme_test_command():
     command = 'pip install -e ".[test]" && python -m pytest -q tests'
     assert command in readme
     assert all(part in ci for part in command.split(" && ")), "README's command 2 and .ci/run disagree"
+
+
+@pytest.mark.parametrize("model", ["LeNet", "ResNet18"])
+def test_launching_a_cpu_job_does_not_import_paddle(model, tmp_path):
+    """The launching process checks a CPU job (model name, data, labels, device) without importing paddle:
+    the import cost every job ~1.3 s of start-up before the launcher even began (benchmarks/scaling.py)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(repo / "tools" / "train.py"), "-c",
+                           str(repo / "configs" / "image_classification.yaml"), "-o", "Global.mode=train", f"Global.dataset_dir={repo / 'dataset' / 'digits'}",
+                           "Global.device=cpu:0,1", "Train.dist_ips=null", f"Global.model={model}",
+                           f"Global.output={tmp_path / 'out'}", "--dry-run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "paddle.distributed.launch" in proc.stdout  # it did get as far as the launch command
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert {"paddledist.models", "paddledist.data.formats"} <= imported  # the preflight did run here
+    assert "paddle" not in imported, "the launching process imported paddle"

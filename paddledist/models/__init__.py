@@ -1,25 +1,27 @@
-"""Model registry: PaddleX names over paddle.vision.models, plus our LeNet."""
+"""Model registry: PaddleX names over paddle.vision.models, plus our LeNet.
+
+Importing this module does not import paddle: the launching process checks Global.model by name only
+(importing paddle there cost ~1.3 s of every job's start-up)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
-import paddle.nn as nn
-import paddle.vision.models as pvm
+from typing import TYPE_CHECKING
 
 from paddledist.errors import UserError
-from paddledist.models.lenet import LeNet
 
-# name -> builder(num_classes, input_size)
-REGISTRY: dict[str, Callable[[int, int], nn.Layer]] = {
-    "LeNet": lambda classes, size: LeNet(classes, size),
-    "ResNet18": lambda classes, size: pvm.resnet18(num_classes=classes),
-    "ResNet34": lambda classes, size: pvm.resnet34(num_classes=classes),
-    "ResNet50": lambda classes, size: pvm.resnet50(num_classes=classes),
-    "ResNet101": lambda classes, size: pvm.resnet101(num_classes=classes),
-    "MobileNetV2": lambda classes, size: pvm.mobilenet_v2(num_classes=classes),
-    "MobileNetV3_small_x1_0": lambda classes, size: pvm.mobilenet_v3_small(num_classes=classes),
-    "MobileNetV3_large_x1_0": lambda classes, size: pvm.mobilenet_v3_large(num_classes=classes),
+if TYPE_CHECKING:
+    import paddle.nn as nn
+
+# name -> the paddle.vision.models builder (None: our LeNet)
+REGISTRY: dict[str, str | None] = {
+    "LeNet": None,
+    "ResNet18": "resnet18",
+    "ResNet34": "resnet34",
+    "ResNet50": "resnet50",
+    "ResNet101": "resnet101",
+    "MobileNetV2": "mobilenet_v2",
+    "MobileNetV3_small_x1_0": "mobilenet_v3_small",
+    "MobileNetV3_large_x1_0": "mobilenet_v3_large",
 }
 
 
@@ -30,4 +32,10 @@ def check_model_name(name: str) -> None:
 
 def build_model(name: str, num_classes: int, input_size: int) -> nn.Layer:
     check_model_name(name)
-    return REGISTRY[name](num_classes, input_size)
+    if REGISTRY[name] is None:
+        from paddledist.models.lenet import LeNet
+
+        return LeNet(num_classes, input_size)
+    import paddle.vision.models as pvm
+
+    return getattr(pvm, REGISTRY[name])(num_classes=num_classes)

@@ -34,10 +34,13 @@ def setup_logging(output: str, stage: str, dist: DistEnv) -> None:
 
 
 def check_device(cfg: Config) -> None:
-    """A GPU device needs a paddle build with CUDA; checked before anything is launched or written."""
+    """A GPU device needs a paddle build with CUDA; checked before anything is launched or written (paddle is
+    imported for GPU jobs only)."""
+    if parse_device(cfg.Global.device).kind != "gpu":
+        return
     import paddle
 
-    if parse_device(cfg.Global.device).kind == "gpu" and not paddle.is_compiled_with_cuda():
+    if not paddle.is_compiled_with_cuda():
         raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no GPU support; "
                         "install paddlepaddle-gpu or use -o Global.device=cpu")
 
