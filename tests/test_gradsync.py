@@ -15,7 +15,7 @@ import pytest
 from paddledist.config import load
 from paddledist.engine import cpu
 from paddledist.engine.distenv import DistEnv
-from paddledist.engine.gradsync import choose
+from paddledist.engine.gradsync import ShmSync, choose
 from paddledist.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,3 +87,23 @@ def test_shm_flat_and_reducer_reach_the_same_parameters(tmp_path):
         assert f"gradient sync: {mode}" in logs[mode]
         assert " comm " in logs[mode] and "%" in logs[mode].split(" comm ")[1][:5]
     assert "comm (inside backward)" in logs["reducer"]
+
+
+def _shm_barrier(rank: int, flags: np.ndarray, timeout: float) -> ShmSync:
+    """The shm sync's barrier over `flags` (one per rank, as in the shared block), without a launched job."""
+    sync = ShmSync.__new__(ShmSync)
+    sync.dist, sync.flags, sync.arrivals, sync.timeout, sync.spin = DistEnv(rank, len(flags)), flags, 0, timeout, True
+    return sync
+
+
+def test_shm_barrier_passes_when_every_rank_arrived():
+    flags = np.array([0, 1, 1], dtype=np.int64)  # ranks 1 and 2 are already at their first barrier
+    sync = _shm_barrier(0, flags, 5)
+    sync.barrier()
+    assert flags[0] == 1
+
+
+def test_shm_barrier_names_the_rank_that_never_arrives():
+    sync = _shm_barrier(0, np.array([0, 1, 0], dtype=np.int64), 0.3)
+    with pytest.raises(RuntimeError, match=r"rank\(s\) \[2\] did not reach step 1's gradient exchange within 0.3 s"):
+        sync.barrier()

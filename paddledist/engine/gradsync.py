@@ -20,7 +20,9 @@ import contextlib
 import logging
 import mmap
 import os
+import platform
 import tempfile
+import time
 from typing import Optional
 
 import numpy as np
@@ -126,21 +128,32 @@ class FlatSync(_Flat):
 
 
 class ShmSync(_Flat):
-    """All ranks on this machine: slots 0..L-1 (one per rank) and a result area in one shared-memory block.
+    """All ranks on this machine: one shared-memory block with a flag per rank, slots 0..L-1 (one per rank) and
+    a result area.
 
     Step: copy my gradients into my slot; barrier; sum my slice of every slot into the result area and scale by
     1/L; barrier; copy the whole result back. The result area is apart from the slots, so the next step's
     copy-in cannot overwrite a result another rank is still reading (it passes the next first barrier only
-    after every rank finished its copy-out)."""
+    after every rank finished its copy-out).
 
-    def __init__(self, params, dist: DistEnv) -> None:
+    The barriers spin on the flags (yielding the core to anything else runnable) instead of sleeping in gloo:
+    on the measured VM a rank that slept at each barrier gave up its core and came back slower, 0.83 of the
+    independent-process rate against 0.88 spinning (median of 5 interleaved runs each). Spinning on plain
+    stores relies on x86's ordering of stores; elsewhere the barriers are gloo's. A rank that does not arrive
+    within `timeout` seconds (Train.heartbeat_timeout) ends this one with its rank named, as gloo's own
+    timeout would; a rank that died is noticed sooner by the supervisor, which ends them all."""
+
+    HEADER = 4096
+    """Bytes before the slots: one int64 flag per rank, 64 bytes apart (a cache line each)."""
+
+    def __init__(self, params, dist: DistEnv, timeout: float = 60.0) -> None:
         super().__init__(params, dist)
-        world = dist.world_size
-        size = (world + 1) * self.total * 4
+        world, self.timeout = dist.world_size, timeout
+        size = self.HEADER + (world + 1) * self.total * 4
         name = None
         if dist.is_main:
             fd, name = tempfile.mkstemp(prefix="paddledist-grads-", dir=SHM_DIR)
-            os.ftruncate(fd, size)
+            os.ftruncate(fd, size)  # zero-filled: every flag starts at 0
             os.close(fd)
         name = broadcast_object(name, dist)
         with open(name, "r+b") as f:
@@ -148,25 +161,41 @@ class ShmSync(_Flat):
         barrier(dist)
         if dist.is_main:
             os.unlink(name)  # every rank holds a mapping; nothing is left behind if a rank dies later
-        self.block = np.frombuffer(self._map, dtype=np.float32).reshape(world + 1, self.total)
+        self.flags = np.frombuffer(self._map, dtype=np.int64, count=8 * world).reshape(world, 8)[:, 0]
+        self.block = np.frombuffer(self._map, dtype=np.float32, offset=self.HEADER).reshape(world + 1, self.total)
         bounds = np.linspace(0, self.total, world + 1).astype(int) // 16 * 16
         bounds[-1] = self.total
         self.lo, self.hi = int(bounds[dist.rank]), int(bounds[dist.rank + 1])
+        self.arrivals = 0
+        self.spin = platform.machine().lower() in ("x86_64", "amd64")
 
     def __call__(self) -> None:
         views, world = self.grad_views(), self.dist.world_size
         self.gather(views, self.block[self.dist.rank])
-        barrier(self.dist)
+        self.barrier()
         out = self.block[world, self.lo:self.hi]
         np.add(self.block[0, self.lo:self.hi], self.block[1, self.lo:self.hi], out=out)
         for r in range(2, world):
             out += self.block[r, self.lo:self.hi]
         out *= np.float32(1.0 / world)
-        barrier(self.dist)
+        self.barrier()
         self.scatter(self.block[world], views)
 
+    def barrier(self) -> None:
+        if not self.spin:
+            return barrier(self.dist)
+        self.arrivals += 1
+        self.flags[self.dist.rank] = self.arrivals  # after this rank's writes to the block (x86: stores in order)
+        deadline = time.monotonic() + self.timeout
+        while self.flags.min() < self.arrivals:
+            os.sched_yield()
+            if time.monotonic() > deadline:
+                late = [int(r) for r in np.flatnonzero(self.flags < self.arrivals)]
+                raise RuntimeError(f"gradient sync: rank(s) {late} did not reach step {(self.arrivals + 1) // 2}'s "
+                                   f"gradient exchange within {self.timeout:g} s (Train.heartbeat_timeout)")
 
-def build(mode: str, model, optimizer, kind: str, dist: DistEnv):
+
+def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0):
     """(model, optimizer, sync): wrapped by fleet for the reducer, else as they are, with rank 0's parameters
     copied to every rank."""
     params = [p for p in model.parameters() if not p.stop_gradient]
@@ -182,7 +211,7 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv):
         model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
         return model, optimizer, NoSync(model)
     broadcast_parameters(model)
-    return model, optimizer, (ShmSync(params, dist) if chosen == "shm" else FlatSync(params, dist))
+    return model, optimizer, (ShmSync(params, dist, timeout) if chosen == "shm" else FlatSync(params, dist))
 
 
 def broadcast_parameters(model) -> None:
