@@ -55,11 +55,22 @@ def test_impossible_grad_sync_is_a_user_error(overrides, message):
         load(None, overrides)
 
 
+def test_cpuinfo_is_read_for_vendor_and_avx2(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    assert cpu.cpu_vendor(str(info)) == "AuthenticAMD" and cpu.has_avx2(str(info))
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx\n")
+    assert not cpu.has_avx2(str(info))
+    assert cpu.cpu_vendor(str(tmp_path / "missing")) == "" and not cpu.has_avx2(str(tmp_path / "missing"))
+
+
 def test_fast_mkl_only_on_amd_and_only_when_asked(monkeypatch):
     assert cpu.cpu_env(True, "AuthenticAMD") == {"MKL_DEBUG_CPU_TYPE": "5"}
     assert cpu.cpu_env(True, "GenuineIntel") == {}
     assert cpu.cpu_env(False, "AuthenticAMD") == {}
+    assert cpu.cpu_env(True, "AuthenticAMD", avx2=False) == {}  # MKL's AVX2 kernels would be illegal there
     monkeypatch.setattr(cpu, "cpu_vendor", lambda: "AuthenticAMD")
+    monkeypatch.setattr(cpu, "has_avx2", lambda: True)
     env = {}
     assert cpu.apply_defaults(True, env) == {"MKL_DEBUG_CPU_TYPE": "5"} and env == {"MKL_DEBUG_CPU_TYPE": "5"}
     kept = {"MKL_DEBUG_CPU_TYPE": ""}  # the user's choice, even empty, wins

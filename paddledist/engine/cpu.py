@@ -23,19 +23,29 @@ from typing import Mapping, MutableMapping
 FAST_MKL = {"MKL_DEBUG_CPU_TYPE": "5"}
 
 
-def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
+def _cpuinfo_field(name: str, cpuinfo: str) -> str:
     try:
         with open(cpuinfo, encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("vendor_id"):
+                if line.startswith(name):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
 
 
-def cpu_env(fast_mkl_on_amd: bool, vendor: str) -> dict[str, str]:
-    return dict(FAST_MKL) if fast_mkl_on_amd and vendor == "AuthenticAMD" else {}
+def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
+    return _cpuinfo_field("vendor_id", cpuinfo)
+
+
+def has_avx2(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    return "avx2" in _cpuinfo_field("flags", cpuinfo).split()
+
+
+def cpu_env(fast_mkl_on_amd: bool, vendor: str, avx2: bool = True) -> dict[str, str]:
+    """The MKL variables to set: the AVX2 path only on an AMD CPU that has AVX2 (on one without, MKL's AVX2
+    kernels would stop the process with an illegal instruction)."""
+    return dict(FAST_MKL) if fast_mkl_on_amd and vendor == "AuthenticAMD" and avx2 else {}
 
 
 def usable_cpus() -> int:
@@ -47,6 +57,6 @@ def usable_cpus() -> int:
 
 def apply_defaults(fast_mkl_on_amd: bool, environ: MutableMapping[str, str] = os.environ) -> Mapping[str, str]:
     """Set what the user has not; returns the MKL variables in effect."""
-    for name, value in cpu_env(fast_mkl_on_amd, cpu_vendor()).items():
+    for name, value in cpu_env(fast_mkl_on_amd, cpu_vendor(), has_avx2()).items():
         environ.setdefault(name, value)
     return {name: environ[name] for name in FAST_MKL if name in environ}

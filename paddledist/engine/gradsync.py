@@ -104,10 +104,13 @@ class _Flat:
             out[offset:offset + v.size] = v
             offset += v.size
 
-    def scatter(self, src: np.ndarray, views) -> None:
+    def scatter(self, src: np.ndarray, views, scale: Optional[np.float32] = None) -> None:
         offset = 0
         for v in views:
-            v[:] = src[offset:offset + v.size]
+            if scale is None:
+                v[:] = src[offset:offset + v.size]
+            else:
+                np.multiply(src[offset:offset + v.size], scale, out=v)
             offset += v.size
 
 
@@ -123,17 +126,16 @@ class FlatSync(_Flat):
         views = self.grad_views()
         self.gather(views, self.array)
         pdist.all_reduce(self.buffer)
-        self.array *= np.float32(1.0 / self.dist.world_size)
-        self.scatter(self.array, views)
+        self.scatter(self.array, views, np.float32(1.0 / self.dist.world_size))
 
 
 class ShmSync(_Flat):
     """All ranks on this machine: one shared-memory block with a flag per rank, slots 0..L-1 (one per rank) and
     a result area.
 
-    Step: copy my gradients into my slot; barrier; sum my slice of every slot into the result area and scale by
-    1/L; barrier; copy the whole result back. The result area is apart from the slots, so the next step's
-    copy-in cannot overwrite a result another rank is still reading (it passes the next first barrier only
+    Step: copy my gradients into my slot; barrier; sum my slice of every slot into the result area; barrier;
+    copy the whole result back, scaled by 1/L on the way (one pass fewer than scaling in place). The result
+    area is apart from the slots, so the next step's copy-in cannot overwrite a result another rank is still reading (it passes the next first barrier only
     after every rank finished its copy-out).
 
     The barriers spin on the flags (yielding the core to anything else runnable) instead of sleeping in gloo:
@@ -177,9 +179,8 @@ class ShmSync(_Flat):
         np.add(self.block[0, self.lo:self.hi], self.block[1, self.lo:self.hi], out=out)
         for r in range(2, world):
             out += self.block[r, self.lo:self.hi]
-        out *= np.float32(1.0 / world)
         self.barrier()
-        self.scatter(self.block[world], views)
+        self.scatter(self.block[world], views, np.float32(1.0 / world))  # the sum, scaled while copied out
 
     def barrier(self) -> None:
         if not self.spin:
