@@ -53,7 +53,6 @@ class Row:
     data: str
     values: list = field(default_factory=list)
     foreign: list = field(default_factory=list)
-    note: str = ""
 
     @property
     def median(self) -> Optional[float]:
@@ -74,7 +73,7 @@ class Bench:
     # ---- measuring ----------------------------------------------------------------------------------------
 
     def measure(self, name: str, data: str, run: Callable[[], float], repeats: int, procs: Optional[int] = None,
-                note: str = "", quiet: bool = False) -> Row:
+                quiet: bool = False) -> Row:
         """Median of `repeats` runs. A run during which other processes took more than --max-foreign of the
         cores this one leaves idle is repeated (up to 2 extra tries); the least disturbed runs are kept."""
         procs = self.args.nproc if procs is None else procs
@@ -89,7 +88,7 @@ class Bench:
             if foreign > allowed:
                 print(f"  {name}: {value:.1f} images/s with {100 * foreign:.0f}% foreign load; repeating", flush=True)
         kept = sorted(tries, key=lambda t: t[1])[:repeats]
-        row = Row(name, data, [round(v, 1) for v, _ in kept], [f for _, f in kept], note)
+        row = Row(name, data, [round(v, 1) for v, _ in kept], [f for _, f in kept])
         if not quiet:
             self.report(row)
         return row

@@ -85,8 +85,7 @@ class _Flat:
 
     def __init__(self, params, dist: DistEnv) -> None:
         self.params = [p for p in params if not p.stop_gradient]
-        self.sizes = [int(np.prod(p.shape)) for p in self.params]
-        self.total = sum(self.sizes)
+        self.total = sum(int(np.prod(p.shape)) for p in self.params)
         self.dist = dist
 
     def skip(self):
@@ -104,13 +103,11 @@ class _Flat:
             out[offset:offset + v.size] = v
             offset += v.size
 
-    def scatter(self, src: np.ndarray, views, scale: Optional[np.float32] = None) -> None:
-        offset = 0
+    def scatter_mean(self, total: np.ndarray, views) -> None:
+        """The gradients back from the flat sum over ranks, divided by the world size on the way (one pass)."""
+        scale, offset = np.float32(1.0 / self.dist.world_size), 0
         for v in views:
-            if scale is None:
-                v[:] = src[offset:offset + v.size]
-            else:
-                np.multiply(src[offset:offset + v.size], scale, out=v)
+            np.multiply(total[offset:offset + v.size], scale, out=v)
             offset += v.size
 
 
@@ -126,7 +123,7 @@ class FlatSync(_Flat):
         views = self.grad_views()
         self.gather(views, self.array)
         pdist.all_reduce(self.buffer)
-        self.scatter(self.array, views, np.float32(1.0 / self.dist.world_size))
+        self.scatter_mean(self.array, views)
 
 
 class ShmSync(_Flat):
@@ -180,7 +177,7 @@ class ShmSync(_Flat):
         for r in range(2, world):
             out += self.block[r, self.lo:self.hi]
         self.barrier()
-        self.scatter(self.block[world], views, np.float32(1.0 / world))  # the sum, scaled while copied out
+        self.scatter_mean(self.block[world], views)
 
     def barrier(self) -> None:
         if not self.spin:

@@ -157,7 +157,7 @@ def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: Cl
               file=err, flush=True)
     for local_rank, (rank_code, log) in sorted(seen.failed.items()):
         print(_rank_failure(plan, local_rank, rank_code, log), file=err, flush=True)
-    if peers and not blame and peers.check() and peers.check() != blame:
+    if peers and not blame and peers.check():
         print(f"paddledist: meanwhile: {peers.check()}", file=err, flush=True)
     if not seen.failed:
         print(f"paddledist: paddle.distributed.launch exited with code {code} on {here}; see its output above",
@@ -172,20 +172,21 @@ def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]
     broke wait briefly for word of the cause elsewhere (a peer lost, or its ranks failing on their own)."""
     if peers is None:
         return None
-    if any(not _collective_broke(log) for _, log in seen.failed.values()) or not seen.failed:
-        blame = peers.explain(0)
-        if not blame:
-            peers.tell(_summary(seen, plan, code))
-        return blame
-    return peers.explain(BLAME_WAIT_S)
+    own = [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log)]
+    if seen.failed and not own:
+        return peers.explain(BLAME_WAIT_S)
+    blame = peers.explain(0)
+    if not blame:
+        peers.tell(_summary(own, plan, code))
+    return blame
 
 
-def _summary(seen: _Seen, plan: ClusterPlan, code: int) -> str:
+def _summary(own: list, plan: ClusterPlan, code: int) -> str:
+    """What to tell the other machines: the first rank that failed on its own, else the launcher's exit."""
     here = f"node {plan.node_rank} ({plan.host})"
-    origin = [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log)]
-    if not origin:
+    if not own:
         return f"paddle.distributed.launch exited with code {code} on {here}"
-    local_rank, rank_code, log = origin[0]
+    local_rank, rank_code, log = own[0]
     return f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code} (log: {log} on {here})"
 
 
