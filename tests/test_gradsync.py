@@ -3,6 +3,7 @@ reducer ending a 2-rank epoch with the same parameters through the real launcher
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from paddledist.config import load
 from paddledist.engine import cpu
 from paddledist.engine.distenv import DistEnv
-from paddledist.engine.gradsync import ShmSync, choose
+from paddledist.engine.gradsync import choose
 from paddledist.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,21 +101,88 @@ def test_shm_flat_and_reducer_reach_the_same_parameters(tmp_path):
     assert "comm (inside backward)" in logs["reducer"]
 
 
-def _shm_barrier(rank: int, flags: np.ndarray, timeout: float) -> ShmSync:
-    """The shm sync's barrier over `flags` (one per rank, as in the shared block), without a launched job."""
-    sync = ShmSync.__new__(ShmSync)
-    sync.dist, sync.flags, sync.arrivals, sync.timeout, sync.spin = DistEnv(rank, len(flags)), flags, 0, timeout, True
-    return sync
+def _exchange(rank: int, world: int, path: str, piece: int, out) -> None:
+    """One rank of a 3-rank job without a launcher: a real model and the shm sync over a mapped file. Rank 0
+    never uses the second head (its hook never runs), rank 2 is slow, step 1 accumulates two micro-batches."""
+    import mmap as _mmap
+    import time as _time
+
+    from paddledist.engine import gradsync
+
+    gradsync.ShmSync.PIECE = piece
+    paddle.seed(rank)
+    body, head_a, head_b = paddle.nn.Linear(8, 40), paddle.nn.Linear(40, 4), paddle.nn.Linear(40, 4)
+    params = [*body.parameters(), *head_a.parameters(), *head_b.parameters()]
+    with open(path, "r+b") as f:
+        sync = gradsync.ShmSync(params, DistEnv(rank, world), _mmap.mmap(f.fileno(), 0), timeout=60)
+    opt = paddle.optimizer.Momentum(0.1, parameters=params)
+    steps = []
+    for step, micro in enumerate((1, 2, 1, 1, 1, 1)):
+        for m in range(micro):
+            x = paddle.to_tensor(np.random.default_rng(100 * step + 10 * rank + m).normal(size=(5, 8)), "float32")
+            h = body(x)
+            loss = head_a(h).sum() + (head_b(h).square().sum() if rank else 0)
+            if rank == 2:
+                _time.sleep(0.2)  # arrives last: the others reduce what it has copied in meanwhile
+            with sync.skip() if m + 1 < micro else contextlib.nullcontext():
+                loss.backward()
+        local = [np.zeros(p.shape, "float32") if p.grad is None else p.grad.numpy().copy() for p in params]
+        sync()
+        steps.append((local, [p.grad.numpy().copy() for p in params]))
+        opt.step()
+        opt.clear_grad(set_to_zero=False)
+    out.put((rank, steps))
 
 
-def test_shm_barrier_passes_when_every_rank_arrived():
-    flags = np.array([0, 1, 1], dtype=np.int64)  # ranks 1 and 2 are already at their first barrier
-    sync = _shm_barrier(0, flags, 5)
-    sync.barrier()
-    assert flags[0] == 1
+@pytest.mark.parametrize("piece", [16, 1 << 18])  # many pieces per parameter, and one
+def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_path, piece):
+    import multiprocessing
+
+    from paddledist.engine import gradsync
+
+    world, path = 3, tmp_path / "block"
+    gradsync.ShmSync.PIECE = piece
+    try:
+        shapes = [paddle.nn.Linear(8, 40).weight, paddle.nn.Linear(8, 40).bias] + [
+            p for _ in range(2) for p in paddle.nn.Linear(40, 4).parameters()]
+        path.write_bytes(b"\0" * gradsync.block_size(shapes, world))
+    finally:
+        gradsync.ShmSync.PIECE = 1 << 18
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_exchange, args=(r, world, str(path), piece, out)) for r in range(world)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    for step in range(6):
+        mean = [sum(results[r][step][0][k] for r in range(world)) / world for k in range(6)]
+        assert np.abs(mean[4]).sum() > 0 and not results[0][step][0][4].any()  # rank 0 sent zeros for head_b
+        for r in range(world):
+            for k in range(6):
+                np.testing.assert_allclose(results[r][step][1][k], mean[k], rtol=1e-5, atol=1e-6)
+                assert np.array_equal(results[r][step][1][k], results[0][step][1][k])  # bit-identical on all
 
 
-def test_shm_barrier_names_the_rank_that_never_arrives():
-    sync = _shm_barrier(0, np.array([0, 1, 0], dtype=np.int64), 0.3)
+def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
+    import mmap as _mmap
+
+    from paddledist.engine import gradsync
+
+    lin = paddle.nn.Linear(3, 2)
+    path = tmp_path / "block"
+    path.write_bytes(b"\0" * gradsync.block_size(list(lin.parameters()), 3))
+    with open(path, "r+b") as f:
+        sync = gradsync.ShmSync(list(lin.parameters()), DistEnv(0, 3), _mmap.mmap(f.fileno(), 0), timeout=0.3)
+    sync.ready[1] = 1  # rank 1 has copied in step 1's gradients, rank 2 never will
+    lin(paddle.ones([1, 3])).sum().backward()
     with pytest.raises(RuntimeError, match=r"rank\(s\) \[2\] did not reach step 1's gradient exchange within 0.3 s"):
-        sync.barrier()
+        sync()
+
+
+def test_shm_is_refused_where_its_flags_would_not_be_ordered():
+    assert choose("auto", "cpu", TWO, 100, BIG, arch="aarch64") == "flat"
+    with pytest.raises(UserError, match=r"Train.grad_sync=shm needs an x86-64 CPU, this one is aarch64"):
+        choose("shm", "cpu", TWO, 100, BIG, arch="aarch64")

@@ -5,9 +5,10 @@ Three ways, chosen by Train.grad_sync (auto picks per device and job shape):
   reducer  paddle's DataParallel (fleet.distributed_model): bucketed all-reduces overlapped with backward.
            The right tool on GPU with NCCL. On CPU with gloo it measured slow (benchmarks/, docs/benchmarks.md):
            ResNet18 at batch 32 ran backward ~110 ms slower under the wrapper than without it, even under no_sync.
-  shm      CPU ranks on one machine: each copies its gradients into its slot of one shared-memory block, sums a
-           1/L slice of all slots into a result area, and copies the whole result back; two barriers per step.
-           Memory passes only: ~3x less time than a gloo all-reduce over loopback.
+  shm      CPU ranks on one x86-64 machine: each copies a gradient into its slot of one shared-memory block as
+           backward finishes it; ranks done early sum the mean into a result area while the last is still in
+           backward; the optimizer reads the result in place. Memory passes only: ~3x less time than a gloo
+           all-reduce over loopback, and mostly hidden in the wait for the slowest rank.
   flat     one gloo (or NCCL) all_reduce of a persistent flat buffer: CPU jobs across machines.
 
 shm and flat leave the model unwrapped: the caller broadcasts rank 0's parameters once (broadcast_parameters)
@@ -17,6 +18,7 @@ and calls the sync after the last backward of an update. All ranks end with bit-
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import mmap
 import os
@@ -37,12 +39,17 @@ log = logging.getLogger("paddledist")
 SHM_DIR = "/dev/shm"
 
 
-def choose(mode: str, kind: str, dist: DistEnv, nbytes: int, shm_free: Optional[int]) -> str:
-    """The sync to use: `mode` unless auto; shm only where one machine holds every rank and the block fits
-    twice over in /dev/shm (a block that outgrows /dev/shm would end the job with SIGBUS)."""
+def choose(mode: str, kind: str, dist: DistEnv, nbytes: int, shm_free: Optional[int], arch: str = "") -> str:
+    """The sync to use: `mode` unless auto; shm only where one machine holds every rank, the CPU is x86-64 (its
+    flags rely on x86's store ordering) and the block fits twice over in /dev/shm (a block that outgrows
+    /dev/shm would end the job with SIGBUS)."""
     if not dist.distributed:
         return "none"
+    x86 = (arch or platform.machine()).lower() in ("x86_64", "amd64")
     fits = shm_free is not None and shm_free >= 2 * (dist.world_size + 1) * nbytes
+    if mode == "shm" and not x86:
+        raise UserError(f"Train.grad_sync=shm needs an x86-64 CPU, this one is {arch or platform.machine()}; "
+                        f"use Train.grad_sync=flat or auto")
     if mode == "shm" and not fits:
         raise UserError(f"Train.grad_sync=shm needs {2 * (dist.world_size + 1) * nbytes / 1e6:.0f} MB free in "
                         f"{SHM_DIR}, {(shm_free or 0) / 1e6:.0f} MB are; use Train.grad_sync=flat or auto")
@@ -50,7 +57,7 @@ def choose(mode: str, kind: str, dist: DistEnv, nbytes: int, shm_free: Optional[
         return mode
     if kind == "gpu":
         return "reducer"
-    return "shm" if dist.nnodes == 1 and fits else "flat"
+    return "shm" if dist.nnodes == 1 and fits and x86 else "flat"
 
 
 def shm_free_bytes(path: str = SHM_DIR) -> Optional[int]:
@@ -127,70 +134,153 @@ class FlatSync(_Flat):
 
 
 class ShmSync(_Flat):
-    """All ranks on this machine: one shared-memory block with a flag per rank, slots 0..L-1 (one per rank) and
-    a result area.
+    """All ranks on this machine: one shared-memory block of flags, slots 0..L-1 (one per rank) and a result area.
 
-    Step: copy my gradients into my slot; barrier; sum my slice of every slot into the result area; barrier;
-    copy the whole result back, scaled by 1/L on the way (one pass fewer than scaling in place). The result
-    area is apart from the slots, so the next step's copy-in cannot overwrite a result another rank is still reading (it passes the next first barrier only
-    after every rank finished its copy-out).
+    Each rank copies a parameter's gradient into its slot the moment backward has finished it (a backward hook,
+    as paddle's own sharding optimizer overlaps its communication), and marks it ready. A rank done with its
+    backward reduces pieces of the result (the mean over all slots, 1 MiB each) as soon as every rank has marked
+    their parameter ready, so the ranks that finish early do the reduction while the last one is still in
+    backward; the last rank to arrive works from the other end. Ranks claim pieces through flags; claims are not
+    atomic, so two ranks may reduce one piece, which is harmless: a piece is summed aside and written to the
+    result in one pass, the same bytes by either. The optimizer then reads the result area in place: each
+    gradient tensor is pointed at its piece of it, so nothing is copied back. The trainer clears gradients with
+    set_to_zero=False, which lets go of that memory instead of zeroing it under the other ranks' feet.
 
-    The barriers spin on the flags (yielding the core to anything else runnable) instead of sleeping in gloo:
-    on the measured VM a rank that slept at each barrier gave up its core and came back slower, 0.83 of the
-    independent-process rate against 0.88 spinning (median of 5 interleaved runs each). Spinning on plain
-    stores relies on x86's ordering of stores; elsewhere the barriers are gloo's. A rank that does not arrive
-    within `timeout` seconds (Train.heartbeat_timeout) ends this one with its rank named, as gloo's own
-    timeout would; a rank that died is noticed sooner by the supervisor, which ends them all."""
+    Ordering: a rank writes a slot for the next exchange only after every rank has said it finished reading this
+    one ("left"); the result area is rewritten only after every rank has copied in the next exchange's gradient,
+    so after every optimizer step read it. Spinning on flags written with plain stores relies on x86's ordering
+    of stores (choose() picks shm only there). A rank that does not arrive within `timeout` seconds
+    (Train.heartbeat_timeout) ends this one with its rank named; a rank that died is noticed sooner by the
+    supervisor, which ends them all."""
 
-    HEADER = 4096
-    """Bytes before the slots: one int64 flag per rank, 64 bytes apart (a cache line each)."""
+    PIECE = 1 << 18
+    """Floats per reduction piece: 1 MiB, within the L2 cache while it is summed and scaled."""
 
-    def __init__(self, params, dist: DistEnv, timeout: float = 60.0) -> None:
+    def __init__(self, params, dist: DistEnv, mapping, timeout: float = 60.0) -> None:
         super().__init__(params, dist)
-        world, self.timeout = dist.world_size, timeout
-        size = self.HEADER + (world + 1) * self.total * 4
-        name = None
-        if dist.is_main:
-            fd, name = tempfile.mkstemp(prefix="paddledist-grads-", dir=SHM_DIR)
-            os.ftruncate(fd, size)  # zero-filled: every flag starts at 0
-            os.close(fd)
-        name = broadcast_object(name, dist)
-        with open(name, "r+b") as f:
-            self._map = mmap.mmap(f.fileno(), size)
-        barrier(dist)
-        if dist.is_main:
-            os.unlink(name)  # every rank holds a mapping; nothing is left behind if a rank dies later
-        self.flags = np.frombuffer(self._map, dtype=np.int64, count=8 * world).reshape(world, 8)[:, 0]
-        self.block = np.frombuffer(self._map, dtype=np.float32, offset=self.HEADER).reshape(world + 1, self.total)
-        bounds = np.linspace(0, self.total, world + 1).astype(int) // 16 * 16
-        bounds[-1] = self.total
-        self.lo, self.hi = int(bounds[dist.rank]), int(bounds[dist.rank + 1])
-        self.arrivals = 0
-        self.spin = platform.machine().lower() in ("x86_64", "amd64")
+        self.timeout, world, n = timeout, dist.world_size, len(self.params)
+        bounds = np.cumsum([0] + [int(np.prod(p.shape)) for p in self.params])
+        self.pieces = [[(lo, min(lo + self.PIECE, hi)) for lo in range(int(a), int(hi), self.PIECE)]
+                       for a, hi in zip(bounds[:-1], bounds[1:])]
+        first = np.cumsum([0] + [len(x) for x in self.pieces])
+        self.piece_ids = [range(int(a), int(b)) for a, b in zip(first[:-1], first[1:])]
+        ints = np.frombuffer(mapping, dtype=np.int64, count=header_ints(world, n, int(first[-1])))
+        self.ready = ints[:world * n].reshape(world, n)
+        """ready[r, k]: the exchange whose gradient of parameter k rank r has put in its slot."""
+        self.claimed, self.done = ints[world * n:][:first[-1]], ints[world * n + first[-1]:][:first[-1]]
+        self.left = ints[world * n + 2 * first[-1]:]
+        """left[r]: the last exchange rank r has finished (read every slot it needed and its gradients point to
+        the result)."""
+        self.block = np.frombuffer(mapping, dtype=np.float32, offset=header_bytes(world, n, int(first[-1])),
+                                   count=(world + 1) * self.total).reshape(world + 1, self.total)
+        self.slot, self.result = self.block[dist.rank], [
+            paddle.utils.dlpack.from_dlpack(self.block[world, a:b].reshape(p.shape).__dlpack__())
+            for p, a, b in zip(self.params, bounds[:-1], bounds[1:])]
+        self.bounds, self.exchange, self.order, self.skipping = bounds, 0, [], False
+        self.scratch = np.empty(min(self.PIECE, self.total), dtype=np.float32)
+        self._map = mapping  # the arrays above are views of it
+        for k, p in enumerate(self.params):
+            p._register_backward_hook(functools.partial(self._arrived, k))
+
+    def skip(self):
+        """Micro-batches before the last of an update: gradients accumulate, nothing is copied."""
+        return _flag(self, "skipping")
+
+    def _arrived(self, k: int) -> None:
+        if not self.skipping:
+            self._copy_in(k)
+
+    def _copy_in(self, k: int) -> None:
+        if not self.order:  # this exchange's first write to my slot: has everyone finished reading the last one?
+            self._wait(lambda: self.left.min() >= self.exchange, lambda: np.flatnonzero(self.left < self.exchange))
+        p, (a, b) = self.params[k], self.bounds[k:k + 2]
+        self.slot[a:b] = 0 if p.grad is None else np.from_dlpack(p.grad.detach()).reshape(-1)
+        self.ready[self.dist.rank, k] = self.exchange + 1  # after the copy (x86: stores in order)
+        self.order.append(k)
 
     def __call__(self) -> None:
-        views, world = self.grad_views(), self.dist.world_size
-        self.gather(views, self.block[self.dist.rank])
-        self.barrier()
-        out = self.block[world, self.lo:self.hi]
-        np.add(self.block[0, self.lo:self.hi], self.block[1, self.lo:self.hi], out=out)
-        for r in range(2, world):
-            out += self.block[r, self.lo:self.hi]
-        self.barrier()
-        self.scatter_mean(self.block[world], views)
+        now, rank = self.exchange + 1, self.dist.rank
+        for k in np.flatnonzero(self.ready[rank] != now):  # parameters whose hook did not run: unused this step
+            self._copy_in(int(k))
+        last = bool((self.ready == now).all())
+        for k in reversed(self.order) if last else self.order:
+            for i in self.piece_ids[k]:
+                if self.claimed[i] != now:
+                    self.claimed[i] = now
+                    self._reduce(k, i, now)
+        self._wait(lambda: self.done.min() >= now, lambda: np.flatnonzero(self.left < now))
+        for p, result in zip(self.params, self.result):
+            if p.grad is None:  # unused here: a gradient of its own first (copying `result` in would alias it)
+                p._copy_gradient_from(paddle.zeros_like(p))
+            result._share_buffer_to(p.grad)
+        self.left[rank], self.exchange, self.order = now, now, []
 
-    def barrier(self) -> None:
-        if not self.spin:
-            return barrier(self.dist)
-        self.arrivals += 1
-        self.flags[self.dist.rank] = self.arrivals  # after this rank's writes to the block (x86: stores in order)
+    def _reduce(self, k: int, i: int, now: int) -> None:
+        """The mean of piece i (of parameter k) over all slots, summed aside and written to the result in one
+        pass: a rank that reduces the same piece at the same moment then writes the very same bytes."""
+        self._wait(lambda: (self.ready[:, k] == now).all(), lambda: np.flatnonzero(self.ready[:, k] != now))
+        a, b = self.pieces[k][i - self.piece_ids[k].start]
+        total = np.add(self.block[0, a:b], self.block[1, a:b], out=self.scratch[:b - a])
+        for r in range(2, self.dist.world_size):
+            total += self.block[r, a:b]
+        np.multiply(total, np.float32(1.0 / self.dist.world_size), out=self.block[-1, a:b])
+        self.done[i] = now
+
+    def _wait(self, ready, late) -> None:
         deadline = time.monotonic() + self.timeout
-        while self.flags.min() < self.arrivals:
+        while not ready():
             os.sched_yield()
             if time.monotonic() > deadline:
-                late = [int(r) for r in np.flatnonzero(self.flags < self.arrivals)]
-                raise RuntimeError(f"gradient sync: rank(s) {late} did not reach step {(self.arrivals + 1) // 2}'s "
+                ranks = [int(r) for r in late() if r != self.dist.rank]
+                raise RuntimeError(f"gradient sync: rank(s) {ranks} did not reach step {self.exchange + 1}'s "
                                    f"gradient exchange within {self.timeout:g} s (Train.heartbeat_timeout)")
+
+
+def header_ints(world: int, nparams: int, npieces: int) -> int:
+    """Flags before the slots: ready (world x params), claimed and done (per piece), left (per rank)."""
+    return world * nparams + 2 * npieces + world
+
+
+def header_bytes(world: int, nparams: int, npieces: int) -> int:
+    return -(-8 * header_ints(world, nparams, npieces) // 4096) * 4096
+
+
+@contextlib.contextmanager
+def _flag(obj, name: str):
+    setattr(obj, name, True)
+    try:
+        yield
+    finally:
+        setattr(obj, name, False)
+
+
+def shared_block(size: int, dist: DistEnv) -> mmap.mmap:
+    """`size` zero bytes in /dev/shm mapped by every rank; the file is gone once all have mapped it, so nothing
+    is left behind if a rank dies later."""
+    name = None
+    if dist.is_main:
+        fd, name = tempfile.mkstemp(prefix="paddledist-grads-", dir=SHM_DIR)
+        os.ftruncate(fd, size)
+        os.close(fd)
+    name = broadcast_object(name, dist)
+    with open(name, "r+b") as f:
+        mapping = mmap.mmap(f.fileno(), size)
+    barrier(dist)
+    if dist.is_main:
+        os.unlink(name)
+    return mapping
+
+
+def shm_sync(params, dist: DistEnv, timeout: float) -> ShmSync:
+    params = [p for p in params if not p.stop_gradient]
+    return ShmSync(params, dist, shared_block(block_size(params, dist.world_size), dist), timeout)
+
+
+def block_size(params, world: int) -> int:
+    """Bytes of the shared block for these (trainable) parameters: flags, then world + 1 float32 areas."""
+    sizes = [int(np.prod(p.shape)) for p in params]
+    npieces = sum(-(-n // ShmSync.PIECE) for n in sizes)
+    return header_bytes(world, len(sizes), npieces) + 4 * (world + 1) * sum(sizes)
 
 
 def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0):
@@ -209,7 +299,7 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float 
         model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
         return model, optimizer, NoSync(model)
     broadcast_parameters(model)
-    return model, optimizer, (ShmSync(params, dist, timeout) if chosen == "shm" else FlatSync(params, dist))
+    return model, optimizer, (shm_sync(params, dist, timeout) if chosen == "shm" else FlatSync(params, dist))
 
 
 def broadcast_parameters(model) -> None:

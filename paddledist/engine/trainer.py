@@ -92,7 +92,8 @@ class Trainer:
             self.scaler.update()
         else:
             self.optimizer.step()
-        self.optimizer.clear_grad()
+        self.optimizer.clear_grad(set_to_zero=False)  # drop, not zero: nothing reads the zeros (paddle's next
+        # backward replaces them), and the shm sync's gradients point at memory the other ranks may still read
         self.scheduler.step()
         self.state.global_step += 1
 
