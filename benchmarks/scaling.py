@@ -16,6 +16,8 @@ and images/s per core against the machine's GEMM rate. Each measurement records 
 took meanwhile ("foreign"); one above --max-foreign is repeated (at most twice). Reported values are medians.
 Ceiling and data-parallel runs alternate (--repeats pairs): this machine's speed drifts by +-10% over minutes,
 so `efficiency` is the median of the per-pair ratios c / b on synthetic data; the table shows the medians.
+`efficiency_vs_slowest_process` divides c by N x the slowest process of each ceiling run instead: the most a
+synchronous data-parallel job could make when the cores do not run equally fast (the ceiling adds them up).
 The last line is one JSON object.
 """
 
@@ -53,6 +55,8 @@ class Row:
     data: str
     values: list = field(default_factory=list)
     foreign: list = field(default_factory=list)
+    bounds: list = field(default_factory=list)
+    """Ceiling runs: N x the slowest process's images/s, the most any synchronous data parallel could make."""
 
     @property
     def median(self) -> Optional[float]:
@@ -69,6 +73,9 @@ class Bench:
         self.fast_mkl = bool(cpu_env(args.fast_mkl, self.vendor, has_avx2()))
         """Whether the tuned runs take MKL's AVX2 path (asked for, on an AMD CPU with AVX2)."""
         self.plain = {k: v for k, v in os.environ.items() if k not in TUNING_VARS}
+        self.bound: Optional[float] = None
+        """Set by a ceiling run: N x its slowest process's images/s."""
+        self.bound_ratios: dict[str, list[float]] = {}
 
     # ---- measuring ----------------------------------------------------------------------------------------
 
@@ -78,17 +85,18 @@ class Bench:
         cores this one leaves idle is repeated (up to 2 extra tries); the least disturbed runs are kept."""
         procs = self.args.nproc if procs is None else procs
         allowed = self.args.max_foreign + max(0, self.cpus - procs) / self.cpus if self.args.device == "cpu" else 1
-        tries: list[tuple[float, float]] = []
+        tries: list[tuple[float, float, Optional[float]]] = []
         while len([t for t in tries if t[1] <= allowed]) < repeats and len(tries) < repeats + 2:
             wait_quiet(self.args.quiet_wait)
-            before = cpu_snapshot()
+            before, self.bound = cpu_snapshot(), None
             value = run()
             foreign = foreign_share(before, cpu_snapshot()) or 0.0
-            tries.append((value, foreign))
+            tries.append((value, foreign, self.bound))
             if foreign > allowed:
                 print(f"  {name}: {value:.1f} images/s with {100 * foreign:.0f}% foreign load; repeating", flush=True)
         kept = sorted(tries, key=lambda t: t[1])[:repeats]
-        row = Row(name, data, [round(v, 1) for v, _ in kept], [f for _, f in kept])
+        row = Row(name, data, [round(v, 1) for v, _, _ in kept], [f for _, f, _ in kept],
+                  [round(b, 1) for _, _, b in kept if b is not None])
         if not quiet:
             self.report(row)
         return row
@@ -104,7 +112,7 @@ class Bench:
         machine's speed drifts by +-10% over minutes, so each ratio compares runs a minute apart and the
         efficiency is their median."""
         rows = [Row(name, data) for name in names]
-        ratios = []
+        ratios, bound_ratios = [], []
         runs[0]()  # warm-up, not kept: the first heavy run after lighter ones ran fastest here (pair 1 was low)
         for i in range(pairs):
             order = (0, 1) if i % 2 == 0 else (1, 0)  # ABBA: a drift within a pair biases alternate ratios
@@ -114,10 +122,16 @@ class Bench:
             for row, one in zip(rows, got):
                 row.values += one.values
                 row.foreign += one.foreign
+                row.bounds += one.bounds
             ratios.append(round(got[1].values[0] / got[0].values[0], 3))
-            print(f"  pair {len(ratios)}: {names[1]} / {names[0]} = {ratios[-1]}", flush=True)
+            bound = f""
+            if got[0].bounds:
+                bound_ratios.append(round(got[1].values[0] / got[0].bounds[0], 3))
+                bound = f" (against N x the slower process, {got[0].bounds[0]}: {bound_ratios[-1]})"
+            print(f"  pair {len(ratios)}: {names[1]} / {names[0]} = {ratios[-1]}{bound}", flush=True)
         for row in rows:
             self.report(row)
+        self.bound_ratios[data] = bound_ratios
         return rows[0], rows[1], ratios
 
     def tuned(self) -> dict:
@@ -149,7 +163,9 @@ class Bench:
             if self.args.device == "gpu":
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
             procs.append(start([sys.executable, BARE, *self.bare_args(data, self.args.steps)], env))
-        return sum(last_json(finish(p, self.args.timeout))["images_per_sec"] for p in procs)
+        rates = [last_json(finish(p, self.args.timeout))["images_per_sec"] for p in procs]
+        self.bound = len(rates) * min(rates)
+        return sum(rates)
 
     def bare_launch(self, env: dict, data: str, steps: Optional[int] = None) -> dict:
         log_dir = tempfile.mkdtemp(dir=self.tmp)
@@ -578,6 +594,7 @@ def collect(b: Bench) -> dict:
         "model": a.model, "batch_per_rank": a.batch_size, "ranks": a.nproc, "device": a.device,
         "fast_mkl": b.fast_mkl,
         "efficiency": round(statistics.median(syn["ratios"]), 3), "efficiency_pairs": syn["ratios"],
+        "efficiency_vs_slowest_process": _median(b.bound_ratios.get("synthetic")),
         "ceiling_images_per_sec": ceiling, "dp_images_per_sec": dp,
         "raw_paddle_images_per_sec": max(singles),
         **{f"{k}_images_per_sec": syn[k].median for k in ("raw", "one", "all_cores", "bare", "bare_tuned") if k in syn},
@@ -590,10 +607,15 @@ def collect(b: Bench) -> dict:
             summary["share_of_numpy_gemm"] = round(summary["train_gflops_per_core"] / gemm["numpy"], 2)
     if real:
         summary.update(real_efficiency=round(statistics.median(real["ratios"]), 3),
+                       real_efficiency_vs_slowest_process=_median(b.bound_ratios.get("pngs")),
                        real_dp_images_per_sec=real["dp"].median, real_ceiling_images_per_sec=real["ceiling"].median,
                        loader_images_per_sec_one_core=real["loader"])
     summary["foreign_load_max"] = round(max(max(r.foreign) for r in b.rows), 2)
     return summary
+
+
+def _median(values) -> Optional[float]:
+    return round(statistics.median(values), 3) if values else None
 
 
 if __name__ == "__main__":

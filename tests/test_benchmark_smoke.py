@@ -19,4 +19,6 @@ def test_scaling_benchmark_tiny_run_prints_its_summary():
     for key in ("efficiency", "ceiling_images_per_sec", "dp_images_per_sec", "raw_paddle_images_per_sec"):
         assert summary[key] > 0, key
     assert summary["ranks"] == 2 and summary["batch_per_rank"] == 4
+    # N x the slower process is at most the sum of both: against it, data parallel can only look better.
+    assert summary["efficiency_vs_slowest_process"] >= summary["efficiency"] > 0
     assert "| (c) paddledist, 2 ranks" in done.stdout
