@@ -99,7 +99,7 @@ class TrainConfig:
     fast_mkl_on_amd: bool = False
     """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
     grad_sync: str = "auto"
-    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one machine, flat across machines), reducer (paddle's DataParallel), shm (shared memory), flat (one all-reduce of a flat buffer)."""
+    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one x86-64 machine, flat across machines or elsewhere), reducer (paddle's DataParallel), shm (shared memory, x86-64 only), flat (one all-reduce of a flat buffer)."""
     port: int = 6170
     """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
     job_id: str = "paddledist"
