@@ -4,9 +4,12 @@ reducer ending a 2-rank epoch with the same parameters through the real launcher
 from __future__ import annotations
 
 import contextlib
+import mmap
+import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,7 @@ import paddle
 import pytest
 
 from paddledist.config import load
-from paddledist.engine import cpu
+from paddledist.engine import cpu, gradsync
 from paddledist.engine.distenv import DistEnv
 from paddledist.engine.gradsync import choose
 from paddledist.errors import UserError
@@ -104,17 +107,12 @@ def test_shm_flat_and_reducer_reach_the_same_parameters(tmp_path):
 def _exchange(rank: int, world: int, path: str, piece: int, out) -> None:
     """One rank of a 3-rank job without a launcher: a real model and the shm sync over a mapped file. Rank 0
     never uses the second head (its hook never runs), rank 2 is slow, step 1 accumulates two micro-batches."""
-    import mmap as _mmap
-    import time as _time
-
-    from paddledist.engine import gradsync
-
     gradsync.ShmSync.PIECE = piece
     paddle.seed(rank)
     body, head_a, head_b = paddle.nn.Linear(8, 40), paddle.nn.Linear(40, 4), paddle.nn.Linear(40, 4)
     params = [*body.parameters(), *head_a.parameters(), *head_b.parameters()]
     with open(path, "r+b") as f:
-        sync = gradsync.ShmSync(params, DistEnv(rank, world), _mmap.mmap(f.fileno(), 0), timeout=60)
+        sync = gradsync.ShmSync(params, DistEnv(rank, world), mmap.mmap(f.fileno(), 0), timeout=60)
     opt = paddle.optimizer.Momentum(0.1, parameters=params)
     steps = []
     for step, micro in enumerate((1, 2, 1, 1, 1, 1)):
@@ -123,7 +121,7 @@ def _exchange(rank: int, world: int, path: str, piece: int, out) -> None:
             h = body(x)
             loss = head_a(h).sum() + (head_b(h).square().sum() if rank else 0)
             if rank == 2:
-                _time.sleep(0.2)  # arrives last: the others reduce what it has copied in meanwhile
+                time.sleep(0.2)  # arrives last: the others reduce what it has copied in meanwhile
             with sync.skip() if m + 1 < micro else contextlib.nullcontext():
                 loss.backward()
         local = [np.zeros(p.shape, "float32") if p.grad is None else p.grad.numpy().copy() for p in params]
@@ -136,10 +134,6 @@ def _exchange(rank: int, world: int, path: str, piece: int, out) -> None:
 
 @pytest.mark.parametrize("piece", [16, 1 << 18])  # many pieces per parameter, and one
 def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_path, piece):
-    import multiprocessing
-
-    from paddledist.engine import gradsync
-
     world, path = 3, tmp_path / "block"
     gradsync.ShmSync.PIECE = piece
     try:
@@ -167,15 +161,11 @@ def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_pa
 
 
 def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
-    import mmap as _mmap
-
-    from paddledist.engine import gradsync
-
     lin = paddle.nn.Linear(3, 2)
     path = tmp_path / "block"
     path.write_bytes(b"\0" * gradsync.block_size(list(lin.parameters()), 3))
     with open(path, "r+b") as f:
-        sync = gradsync.ShmSync(list(lin.parameters()), DistEnv(0, 3), _mmap.mmap(f.fileno(), 0), timeout=0.3)
+        sync = gradsync.ShmSync(list(lin.parameters()), DistEnv(0, 3), mmap.mmap(f.fileno(), 0), timeout=0.3)
     sync.ready[1] = 1  # rank 1 has copied in step 1's gradients, rank 2 never will
     lin(paddle.ones([1, 3])).sum().backward()
     with pytest.raises(RuntimeError, match=r"rank\(s\) \[2\] did not reach step 1's gradient exchange within 0.3 s"):

@@ -45,10 +45,11 @@ def choose(mode: str, kind: str, dist: DistEnv, nbytes: int, shm_free: Optional[
     /dev/shm would end the job with SIGBUS)."""
     if not dist.distributed:
         return "none"
-    x86 = (arch or platform.machine()).lower() in ("x86_64", "amd64")
+    machine = arch or platform.machine()
+    x86 = machine.lower() in ("x86_64", "amd64")
     fits = shm_free is not None and shm_free >= 2 * (dist.world_size + 1) * nbytes
     if mode == "shm" and not x86:
-        raise UserError(f"Train.grad_sync=shm needs an x86-64 CPU, this one is {arch or platform.machine()}; "
+        raise UserError(f"Train.grad_sync=shm needs an x86-64 CPU, this one is {machine}; "
                         f"use Train.grad_sync=flat or auto")
     if mode == "shm" and not fits:
         raise UserError(f"Train.grad_sync=shm needs {2 * (dist.world_size + 1) * nbytes / 1e6:.0f} MB free in "
@@ -86,36 +87,19 @@ class NoSync:
 
 
 class _Flat:
-    """Shared parts: the trainable parameters in a fixed order and numpy views of their gradients."""
+    """Shared parts: the trainable parameters in a fixed order, and where each lies in a flat buffer of all."""
 
     timed = True
 
     def __init__(self, params, dist: DistEnv) -> None:
         self.params = [p for p in params if not p.stop_gradient]
-        self.total = sum(int(np.prod(p.shape)) for p in self.params)
+        self.bounds = flat_bounds(self.params)
+        """Parameter k lies at [bounds[k], bounds[k + 1]) of a flat buffer."""
+        self.total = int(self.bounds[-1])
         self.dist = dist
 
     def skip(self):
         return contextlib.nullcontext()  # gradients only meet in __call__
-
-    def grad_views(self) -> list[np.ndarray]:
-        for p in self.params:
-            if p.grad is None:  # unused in this step here, maybe not elsewhere: contribute zeros
-                p._copy_gradient_from(paddle.zeros_like(p))
-        return [np.from_dlpack(p.grad.detach()).reshape(-1) for p in self.params]
-
-    def gather(self, views, out: np.ndarray) -> None:
-        offset = 0
-        for v in views:
-            out[offset:offset + v.size] = v
-            offset += v.size
-
-    def scatter_mean(self, total: np.ndarray, views) -> None:
-        """The gradients back from the flat sum over ranks, divided by the world size on the way (one pass)."""
-        scale, offset = np.float32(1.0 / self.dist.world_size), 0
-        for v in views:
-            np.multiply(total[offset:offset + v.size], scale, out=v)
-            offset += v.size
 
 
 class FlatSync(_Flat):
@@ -128,9 +112,18 @@ class FlatSync(_Flat):
 
     def __call__(self) -> None:
         views = self.grad_views()
-        self.gather(views, self.array)
+        for v, a, b in zip(views, self.bounds[:-1], self.bounds[1:]):
+            self.array[a:b] = v
         pdist.all_reduce(self.buffer)
-        self.scatter_mean(self.array, views)
+        scale = np.float32(1.0 / self.dist.world_size)  # the mean, written back in one pass
+        for v, a, b in zip(views, self.bounds[:-1], self.bounds[1:]):
+            np.multiply(self.array[a:b], scale, out=v)
+
+    def grad_views(self) -> list[np.ndarray]:
+        for p in self.params:
+            if p.grad is None:  # unused in this step here, maybe not elsewhere: contribute zeros
+                p._copy_gradient_from(paddle.zeros_like(p))
+        return [np.from_dlpack(p.grad.detach()).reshape(-1) for p in self.params]
 
 
 class ShmSync(_Flat):
@@ -159,24 +152,22 @@ class ShmSync(_Flat):
     def __init__(self, params, dist: DistEnv, mapping, timeout: float = 60.0) -> None:
         super().__init__(params, dist)
         self.timeout, world, n = timeout, dist.world_size, len(self.params)
-        bounds = np.cumsum([0] + [int(np.prod(p.shape)) for p in self.params])
-        self.pieces = [[(lo, min(lo + self.PIECE, hi)) for lo in range(int(a), int(hi), self.PIECE)]
-                       for a, hi in zip(bounds[:-1], bounds[1:])]
+        self.pieces = pieces(self.bounds)
         first = np.cumsum([0] + [len(x) for x in self.pieces])
         self.piece_ids = [range(int(a), int(b)) for a, b in zip(first[:-1], first[1:])]
-        ints = np.frombuffer(mapping, dtype=np.int64, count=header_ints(world, n, int(first[-1])))
-        self.ready = ints[:world * n].reshape(world, n)
-        """ready[r, k]: the exchange whose gradient of parameter k rank r has put in its slot."""
-        self.claimed, self.done = ints[world * n:][:first[-1]], ints[world * n + first[-1]:][:first[-1]]
-        self.left = ints[world * n + 2 * first[-1]:]
-        """left[r]: the last exchange rank r has finished (read every slot it needed and its gradients point to
-        the result)."""
-        self.block = np.frombuffer(mapping, dtype=np.float32, offset=header_bytes(world, n, int(first[-1])),
+        npieces = int(first[-1])
+        ints = np.frombuffer(mapping, dtype=np.int64, count=header_ints(world, n, npieces))
+        ready, self.claimed, self.done, self.left = np.split(ints, np.cumsum([world * n, npieces, npieces]))
+        self.ready = ready.reshape(world, n)
+        """ready[r, k]: the exchange whose gradient of parameter k rank r has put in its slot; claimed[i] and
+        done[i]: the exchange whose piece i a rank has taken on and finished; left[r]: the last exchange rank r
+        has finished (read every slot it needed and its gradients point to the result)."""
+        self.block = np.frombuffer(mapping, dtype=np.float32, offset=header_bytes(world, n, npieces),
                                    count=(world + 1) * self.total).reshape(world + 1, self.total)
         self.slot, self.result = self.block[dist.rank], [
             paddle.utils.dlpack.from_dlpack(self.block[world, a:b].reshape(p.shape).__dlpack__())
-            for p, a, b in zip(self.params, bounds[:-1], bounds[1:])]
-        self.bounds, self.exchange, self.order, self.skipping = bounds, 0, [], False
+            for p, a, b in zip(self.params, self.bounds[:-1], self.bounds[1:])]
+        self.exchange, self.order, self.skipping = 0, [], False
         self.scratch = np.empty(min(self.PIECE, self.total), dtype=np.float32)
         self._map = mapping  # the arrays above are views of it
         for k, p in enumerate(self.params):
@@ -272,22 +263,31 @@ def shared_block(size: int, dist: DistEnv) -> mmap.mmap:
 
 
 def shm_sync(params, dist: DistEnv, timeout: float) -> ShmSync:
-    params = [p for p in params if not p.stop_gradient]
     return ShmSync(params, dist, shared_block(block_size(params, dist.world_size), dist), timeout)
 
 
+def flat_bounds(params) -> np.ndarray:
+    return np.cumsum([0] + [int(np.prod(p.shape)) for p in params])
+
+
+def pieces(bounds: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Per parameter, its pieces of at most ShmSync.PIECE floats as (start, end) in the flat buffer."""
+    return [[(lo, min(lo + ShmSync.PIECE, int(hi))) for lo in range(int(a), int(hi), ShmSync.PIECE)]
+            for a, hi in zip(bounds[:-1], bounds[1:])]
+
+
 def block_size(params, world: int) -> int:
-    """Bytes of the shared block for these (trainable) parameters: flags, then world + 1 float32 areas."""
-    sizes = [int(np.prod(p.shape)) for p in params]
-    npieces = sum(-(-n // ShmSync.PIECE) for n in sizes)
-    return header_bytes(world, len(sizes), npieces) + 4 * (world + 1) * sum(sizes)
+    """Bytes of the shared block for these trainable parameters: flags, then world + 1 float32 areas."""
+    bounds = flat_bounds(params)
+    npieces = sum(len(x) for x in pieces(bounds))
+    return header_bytes(world, len(params), npieces) + 4 * (world + 1) * int(bounds[-1])
 
 
 def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0):
     """(model, optimizer, sync): wrapped by fleet for the reducer, else as they are, with rank 0's parameters
     copied to every rank."""
     params = [p for p in model.parameters() if not p.stop_gradient]
-    nbytes = 4 * sum(int(np.prod(p.shape)) for p in params)
+    nbytes = 4 * int(flat_bounds(params)[-1])
     chosen = choose(mode, kind, dist, nbytes, shm_free_bytes())
     if chosen == "none":
         return model, optimizer, NoSync()
