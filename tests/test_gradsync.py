@@ -4,6 +4,7 @@ reducer ending a 2-rank epoch with the same parameters through the real launcher
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import multiprocessing
 import os
@@ -33,7 +34,7 @@ ONE, TWO, TWO_NODES = DistEnv(), DistEnv(world_size=2), DistEnv(world_size=4, nn
     ("shm", "cpu", ONE, BIG, "none"),
     ("auto", "cpu", TWO, BIG, "shm"),
     ("auto", "cpu", TWO, 6 * 100, "shm"),
-    ("auto", "cpu", TWO, 6 * 100 - 1, "flat"),  # slots for 2 ranks + result, twice over, do not fit
+    ("auto", "cpu", TWO, 6 * 100 - 1, "flat"),  # the block, twice over, does not fit
     ("auto", "cpu", TWO, None, "flat"),  # no /dev/shm
     ("auto", "cpu", TWO_NODES, BIG, "flat"),
     ("auto", "gpu", TWO, BIG, "reducer"),
@@ -41,12 +42,12 @@ ONE, TWO, TWO_NODES = DistEnv(), DistEnv(world_size=2), DistEnv(world_size=4, nn
     ("reducer", "cpu", TWO, BIG, "reducer"),
 ])
 def test_choose(mode, kind, dist, shm_free, expected):
-    assert choose(mode, kind, dist, 100, shm_free) == expected
+    assert choose(mode, kind, dist, 300, shm_free) == expected  # a block of 300 bytes must fit twice
 
 
 def test_shm_that_does_not_fit_is_refused_not_left_to_sigbus():
     with pytest.raises(UserError, match=r"Train.grad_sync=shm needs 1 MB free in /dev/shm, 0 MB are"):
-        choose("shm", "cpu", TWO, 200_000, 1000)
+        choose("shm", "cpu", TWO, 600_000, 1000)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -100,6 +101,7 @@ def test_shm_flat_and_reducer_reach_the_same_parameters(tmp_path):
     for mode in ("shm", "flat"):
         assert max(float(np.abs(params[mode][k] - params["reducer"][k]).max()) for k in params[mode]) < 1e-6
         assert f"gradient sync: {mode}" in logs[mode]
+        assert ("optimizer step shared" in logs[mode]) == (mode == "shm")
         assert " comm " in logs[mode] and "%" in logs[mode].split(" comm ")[1][:5]
     assert "comm (inside backward)" in logs["reducer"]
 
@@ -111,8 +113,8 @@ def _exchange(rank: int, world: int, path: str, piece: int, out) -> None:
     paddle.seed(rank)
     body, head_a, head_b = paddle.nn.Linear(8, 40), paddle.nn.Linear(40, 4), paddle.nn.Linear(40, 4)
     params = [*body.parameters(), *head_a.parameters(), *head_b.parameters()]
-    with open(path, "r+b") as f:
-        sync = gradsync.ShmSync(params, DistEnv(rank, world), mmap.mmap(f.fileno(), 0), timeout=60)
+    f = open(path, "r+b")  # open for the whole run: ranks lock pieces through it
+    sync = gradsync.ShmSync(params, DistEnv(rank, world), mmap.mmap(f.fileno(), 0), f.fileno(), timeout=60)
     opt = paddle.optimizer.Momentum(0.1, parameters=params)
     steps = []
     for step, micro in enumerate((1, 2, 1, 1, 1, 1)):
@@ -132,6 +134,20 @@ def _exchange(rank: int, world: int, path: str, piece: int, out) -> None:
     out.put((rank, steps))
 
 
+def _spawn(target, world: int, path, piece: int) -> dict:
+    """Run target(rank, world, path, piece, queue) in `world` fresh processes; what each put, by rank."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(r, world, str(path), piece, out)) for r in range(world)]
+    for p in procs:
+        p.start()
+    results = dict((r, rest) for r, *rest in (out.get(timeout=120) for _ in procs))
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    return results
+
+
 @pytest.mark.parametrize("piece", [16, 1 << 18])  # many pieces per parameter, and one
 def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_path, piece):
     world, path = 3, tmp_path / "block"
@@ -142,15 +158,7 @@ def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_pa
         path.write_bytes(b"\0" * gradsync.block_size(shapes, world))
     finally:
         gradsync.ShmSync.PIECE = 1 << 18
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_exchange, args=(r, world, str(path), piece, out)) for r in range(world)]
-    for p in procs:
-        p.start()
-    results = dict(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
+    results = {r: steps for r, (steps,) in _spawn(_exchange, world, path, piece).items()}
     for step in range(6):
         mean = [sum(results[r][step][0][k] for r in range(world)) / world for k in range(6)]
         assert np.abs(mean[4]).sum() > 0 and not results[0][step][0][4].any()  # rank 0 sent zeros for head_b
@@ -160,12 +168,91 @@ def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_pa
                 assert np.array_equal(results[r][step][1][k], results[0][step][1][k])  # bit-identical on all
 
 
+def _momentum_job(seed: int):
+    """A body and two heads (one parameter with its own L2 decay and half the learning rate), paddle's Momentum
+    with weight decay and a learning rate that changes every update."""
+    paddle.seed(seed)
+    own = paddle.ParamAttr(learning_rate=0.5, regularizer=paddle.regularizer.L2Decay(1e-2))
+    layers = paddle.nn.Linear(8, 40), paddle.nn.Linear(40, 4, weight_attr=own), paddle.nn.Linear(40, 4)
+    params = [p for layer in layers for p in layer.parameters()]
+    schedule = paddle.optimizer.lr.LambdaDecay(0.1, lambda step: 1.0 / (1 + step))
+    opt = paddle.optimizer.Momentum(schedule, momentum=0.9, parameters=params,
+                                    weight_decay=paddle.regularizer.L2Decay(1e-3))
+    return layers, params, opt, schedule
+
+
+def _velocities(opt, params) -> list[np.ndarray]:
+    state = opt.state_dict()
+    return [next(v.numpy() for k, v in state.items() if k.startswith(p.name + "_velocity")) for p in params]
+
+
+def _shared_steps(rank: int, world: int, path: str, piece: int, out) -> None:
+    """One rank of a 3-rank job whose shm sync also applies the optimizer's update; ranks start from different
+    parameters (rank 0's must win), rank 0 never uses the second head, rank 2 is slow, step 1 accumulates."""
+    gradsync.ShmSync.PIECE = piece
+    (body, head_a, head_b), params, opt, schedule = _momentum_job(seed=rank)
+    assert gradsync.SharedStep.supports(opt)
+    f = open(path, "r+b")
+    sync = gradsync.ShmSync(params, DistEnv(rank, world), mmap.mmap(f.fileno(), 0), f.fileno(), 60,
+                            gradsync.SharedStep(opt))
+    local = []
+    for step, micro in enumerate((1, 2, 1, 1, 1)):
+        for m in range(micro):
+            x = paddle.to_tensor(np.random.default_rng(100 * step + 10 * rank + m).normal(size=(5, 8)), "float32")
+            h = body(x)
+            loss = head_a(h).square().sum() + (head_b(h).square().sum() if rank else 0)
+            if rank == 2:
+                time.sleep(0.2)
+            with sync.skip() if m + 1 < micro else contextlib.nullcontext():
+                loss.backward()
+        local.append([np.zeros(p.shape, "float32") if p.grad is None else p.grad.numpy().copy() for p in params])
+        sync()
+        opt.clear_grad(set_to_zero=False)  # the trainer's order: no optimizer.step() when the sync updates
+        schedule.step()
+    out.put((rank, local, [p.numpy() for p in params], _velocities(opt, params)))
+
+
+@pytest.mark.parametrize("piece", [16, 1 << 18])
+def test_shared_optimizer_step_is_paddles_momentum_on_the_mean_gradient(tmp_path, piece):
+    world, path = 3, tmp_path / "block"
+    gradsync.ShmSync.PIECE = piece
+    try:
+        path.write_bytes(b"\0" * gradsync.block_size(_momentum_job(0)[1], world, shared_step=True))
+    finally:
+        gradsync.ShmSync.PIECE = 1 << 18
+    results = _spawn(_shared_steps, world, path, piece)
+    _, params, opt, schedule = _momentum_job(seed=0)  # the reference: rank 0's start, paddle's own step
+    for step in range(5):
+        for k, p in enumerate(params):
+            grads = [results[r][0][step][k] for r in range(world)]
+            mean = (grads[0] + grads[1] + grads[2]) * np.float32(1 / world)  # the sync's order of operations
+            p._copy_gradient_from(paddle.to_tensor(mean))
+        opt.step()
+        opt.clear_grad(set_to_zero=False)
+        schedule.step()
+    for r in range(world):
+        for got, want in zip(results[r][1] + results[r][2], [p.numpy() for p in params] + _velocities(opt, params)):
+            assert np.array_equal(got, want)  # parameters and velocities, bit for bit, on every rank
+
+
+def test_shared_step_only_where_the_kernel_is_the_whole_update():
+    lin = paddle.nn.Linear(3, 2)
+    momentum = functools.partial(paddle.optimizer.Momentum, 0.1, parameters=lin.parameters())
+    assert gradsync.SharedStep.supports(momentum(weight_decay=1e-4))
+    assert not gradsync.SharedStep.supports(momentum(grad_clip=paddle.nn.ClipGradByGlobalNorm(1.0)))
+    assert not gradsync.SharedStep.supports(momentum(weight_decay=paddle.regularizer.L1Decay(1e-4)))
+    assert not gradsync.SharedStep.supports(momentum(), scaler=object())
+    assert not gradsync.SharedStep.supports(paddle.optimizer.Adam(0.1, parameters=lin.parameters()))
+    l1 = paddle.nn.Linear(3, 2, weight_attr=paddle.ParamAttr(regularizer=paddle.regularizer.L1Decay(1e-4)))
+    assert not gradsync.SharedStep.supports(paddle.optimizer.Momentum(0.1, parameters=l1.parameters()))
+
+
 def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
     lin = paddle.nn.Linear(3, 2)
     path = tmp_path / "block"
     path.write_bytes(b"\0" * gradsync.block_size(list(lin.parameters()), 3))
-    with open(path, "r+b") as f:
-        sync = gradsync.ShmSync(list(lin.parameters()), DistEnv(0, 3), mmap.mmap(f.fileno(), 0), timeout=0.3)
+    f = open(path, "r+b")
+    sync = gradsync.ShmSync(list(lin.parameters()), DistEnv(0, 3), mmap.mmap(f.fileno(), 0), f.fileno(), timeout=0.3)
     sync.ready[1] = 1  # rank 1 has copied in step 1's gradients, rank 2 never will
     lin(paddle.ones([1, 3])).sum().backward()
     with pytest.raises(RuntimeError, match=r"rank\(s\) \[2\] did not reach step 1's gradient exchange within 0.3 s"):
@@ -173,6 +260,6 @@ def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
 
 
 def test_shm_is_refused_where_its_flags_would_not_be_ordered():
-    assert choose("auto", "cpu", TWO, 100, BIG, arch="aarch64") == "flat"
+    assert choose("auto", "cpu", TWO, 300, BIG, arch="aarch64") == "flat"
     with pytest.raises(UserError, match=r"Train.grad_sync=shm needs an x86-64 CPU, this one is aarch64"):
-        choose("shm", "cpu", TWO, 100, BIG, arch="aarch64")
+        choose("shm", "cpu", TWO, 300, BIG, arch="aarch64")

@@ -71,11 +71,13 @@ def test_data_parallel_is_exactly_large_batch_sgd(tmp_path):
                     params(tmp_path / "one" / "latest" / "latest.pdparams")) < 1e-4
 
 
-def test_resume_continues_to_the_same_parameters(tmp_path):
-    full = train(tmp_path / "full", *EXACT, "Train.epochs_iters=3", "Train.save_interval=1")
+@pytest.mark.parametrize("device", ["cpu", "cpu:0,1"])  # 2 ranks: the shm sync's shared optimizer step
+def test_resume_continues_to_the_same_parameters(tmp_path, device):
+    full = train(tmp_path / "full", *EXACT, "Train.epochs_iters=3", "Train.save_interval=1", f"Global.device={device}")
     assert full["start_epoch"] == 1
-    # Stopping after epoch 1 leaves exactly epoch_1; resuming from it must reproduce the uninterrupted run.
-    resumed = train(tmp_path / "resumed", *EXACT, "Train.epochs_iters=3",
+    # Stopping after epoch 1 leaves exactly epoch_1; resuming from it must reproduce the uninterrupted run (the
+    # momentum too: a resume that started it from zero ends elsewhere).
+    resumed = train(tmp_path / "resumed", *EXACT, "Train.epochs_iters=3", f"Global.device={device}",
                     f"Train.resume_path={tmp_path / 'full' / 'epoch_1' / 'epoch_1.pdparams'}")
     assert resumed["start_epoch"] == 2 and resumed["done_flag"] is True
     assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]

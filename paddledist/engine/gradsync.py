@@ -18,6 +18,7 @@ and calls the sync after the last backward of an update. All ranks end with bit-
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import logging
 import mmap
@@ -30,6 +31,7 @@ from typing import Optional
 import numpy as np
 import paddle
 import paddle.distributed as pdist
+from paddle import _C_ops
 
 from paddledist.engine.distenv import DistEnv, barrier, broadcast_object
 from paddledist.errors import UserError
@@ -39,20 +41,20 @@ log = logging.getLogger("paddledist")
 SHM_DIR = "/dev/shm"
 
 
-def choose(mode: str, kind: str, dist: DistEnv, nbytes: int, shm_free: Optional[int], arch: str = "") -> str:
+def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[int], arch: str = "") -> str:
     """The sync to use: `mode` unless auto; shm only where one machine holds every rank, the CPU is x86-64 (its
-    flags rely on x86's store ordering) and the block fits twice over in /dev/shm (a block that outgrows
-    /dev/shm would end the job with SIGBUS)."""
+    flags rely on x86's store ordering) and its shared block (`block` bytes) fits twice over in /dev/shm (a block
+    that outgrows /dev/shm would end the job with SIGBUS)."""
     if not dist.distributed:
         return "none"
     machine = arch or platform.machine()
     x86 = machine.lower() in ("x86_64", "amd64")
-    fits = shm_free is not None and shm_free >= 2 * (dist.world_size + 1) * nbytes
+    fits = shm_free is not None and shm_free >= 2 * block
     if mode == "shm" and not x86:
         raise UserError(f"Train.grad_sync=shm needs an x86-64 CPU, this one is {machine}; "
                         f"use Train.grad_sync=flat or auto")
     if mode == "shm" and not fits:
-        raise UserError(f"Train.grad_sync=shm needs {2 * (dist.world_size + 1) * nbytes / 1e6:.0f} MB free in "
+        raise UserError(f"Train.grad_sync=shm needs {2 * block / 1e6:.0f} MB free in "
                         f"{SHM_DIR}, {(shm_free or 0) / 1e6:.0f} MB are; use Train.grad_sync=flat or auto")
     if mode != "auto":
         return mode
@@ -74,6 +76,8 @@ class NoSync:
 
     timed = False
     """Whether the time of __call__ is the time spent communicating."""
+    updates = False
+    """Whether __call__ also applies the optimizer's update (the trainer then does not call optimizer.step)."""
 
     def __init__(self, model=None) -> None:
         self.model = model
@@ -89,7 +93,7 @@ class NoSync:
 class _Flat:
     """Shared parts: the trainable parameters in a fixed order, and where each lies in a flat buffer of all."""
 
-    timed = True
+    timed, updates = True, False
 
     def __init__(self, params, dist: DistEnv) -> None:
         self.params = [p for p in params if not p.stop_gradient]
@@ -127,49 +131,58 @@ class FlatSync(_Flat):
 
 
 class ShmSync(_Flat):
-    """All ranks on this machine: one shared-memory block of flags, slots 0..L-1 (one per rank) and a result area.
+    """All ranks on this machine: one shared-memory block of flags, slots 0..L-1 (one per rank) and a result area,
+    and with a `SharedStep`, the parameters and the optimizer's velocities too.
 
     Each rank copies a parameter's gradient into its slot the moment backward has finished it (a backward hook,
     as paddle's own sharding optimizer overlaps its communication), and marks it ready. A rank done with its
-    backward reduces pieces of the result (the mean over all slots, 1 MiB each) as soon as every rank has marked
-    their parameter ready, so the ranks that finish early do the reduction while the last one is still in
-    backward; the last rank to arrive works from the other end. Ranks claim pieces through flags; claims are not
-    atomic, so two ranks may reduce one piece, which is harmless: a piece is summed aside and written to the
-    result in one pass, the same bytes by either. The optimizer then reads the result area in place: each
-    gradient tensor is pointed at its piece of it, so nothing is copied back. The trainer clears gradients with
-    set_to_zero=False, which lets go of that memory instead of zeroing it under the other ranks' feet.
+    backward takes pieces of the result (1 MiB each) as soon as every rank has marked their parameter ready, and
+    sums the mean over all slots into it; with a SharedStep it then applies the optimizer's update to that piece
+    of the shared parameters, once for all ranks. So the ranks that finish early do the reduction and the update
+    while the last one is still in backward, and the last rank to arrive works from the other end. Ranks take
+    pieces under a lock on the block's file (one byte per piece), so each piece is done once. Without a
+    SharedStep the optimizer reads the result area in place: each gradient tensor is pointed at its piece of it,
+    so nothing is copied back, and the trainer clears gradients with set_to_zero=False, which lets go of that
+    memory instead of zeroing it under the other ranks' feet.
 
     Ordering: a rank writes a slot for the next exchange only after every rank has said it finished reading this
-    one ("left"); the result area is rewritten only after every rank has copied in the next exchange's gradient,
-    so after every optimizer step read it. Spinning on flags written with plain stores relies on x86's ordering
-    of stores (choose() picks shm only there). A rank that does not arrive within `timeout` seconds
+    one ("left"); the result area and the shared parameters are rewritten only after every rank has copied in
+    the next exchange's gradient of that parameter, so after every rank has finished with it in this step (its
+    optimizer step, or its forward and backward). Spinning on flags written with plain stores relies on x86's
+    ordering of stores (choose() picks shm only there). A rank that does not arrive within `timeout` seconds
     (Train.heartbeat_timeout) ends this one with its rank named; a rank that died is noticed sooner by the
     supervisor, which ends them all."""
 
     PIECE = 1 << 18
-    """Floats per reduction piece: 1 MiB, within the L2 cache while it is summed and scaled."""
+    """Floats per piece: 1 MiB, within the L2 cache while it is summed, scaled and applied."""
 
-    def __init__(self, params, dist: DistEnv, mapping, timeout: float = 60.0) -> None:
+    def __init__(self, params, dist: DistEnv, mapping, lock: int, timeout: float = 60.0, step=None) -> None:
         super().__init__(params, dist)
-        self.timeout, world, n = timeout, dist.world_size, len(self.params)
+        self.timeout, self.lock, world, n = timeout, lock, dist.world_size, len(self.params)
         self.pieces = pieces(self.bounds)
         first = np.cumsum([0] + [len(x) for x in self.pieces])
         self.piece_ids = [range(int(a), int(b)) for a, b in zip(first[:-1], first[1:])]
         npieces = int(first[-1])
         ints = np.frombuffer(mapping, dtype=np.int64, count=header_ints(world, n, npieces))
-        ready, self.claimed, self.done, self.left = np.split(ints, np.cumsum([world * n, npieces, npieces]))
+        ready, self.claimed, self.done, self.left, self.seeded = np.split(
+            ints, np.cumsum([world * n, npieces, npieces, world]))
         self.ready = ready.reshape(world, n)
         """ready[r, k]: the exchange whose gradient of parameter k rank r has put in its slot; claimed[i] and
         done[i]: the exchange whose piece i a rank has taken on and finished; left[r]: the last exchange rank r
-        has finished (read every slot it needed and its gradients point to the result)."""
+        has finished (read every slot it needed and its gradients point to the result); seeded: rank 0 has put
+        the parameters and velocities in the block."""
         self.block = np.frombuffer(mapping, dtype=np.float32, offset=header_bytes(world, n, npieces),
-                                   count=(world + 1) * self.total).reshape(world + 1, self.total)
-        self.slot, self.result = self.block[dist.rank], [
-            paddle.utils.dlpack.from_dlpack(self.block[world, a:b].reshape(p.shape).__dlpack__())
-            for p, a, b in zip(self.params, self.bounds[:-1], self.bounds[1:])]
+                                   count=areas(world, step is not None) * self.total).reshape(-1, self.total)
+        self.slot, self.mean = self.block[dist.rank], self.block[world]
+        self.result = [as_tensor(self.mean[a:b].reshape(p.shape))
+                       for p, a, b in zip(self.params, self.bounds[:-1], self.bounds[1:])]
         self.exchange, self.order, self.skipping = 0, [], False
         self.scratch = np.empty(min(self.PIECE, self.total), dtype=np.float32)
         self._map = mapping  # the arrays above are views of it
+        self.step = step
+        if step is not None:
+            self.updates = True
+            step.share(self, self.block[world + 1], self.block[world + 2])
         for k, p in enumerate(self.params):
             p._register_backward_hook(functools.partial(self._arrived, k))
 
@@ -193,28 +206,44 @@ class ShmSync(_Flat):
         now, rank = self.exchange + 1, self.dist.rank
         for k in np.flatnonzero(self.ready[rank] != now):  # parameters whose hook did not run: unused this step
             self._copy_in(int(k))
+        if self.step is not None:
+            self.step.begin()
         last = bool((self.ready == now).all())
         for k in reversed(self.order) if last else self.order:
             for i in self.piece_ids[k]:
-                if self.claimed[i] != now:
-                    self.claimed[i] = now
-                    self._reduce(k, i, now)
+                if self._claim(i, now):
+                    self._piece(k, i, now)
         self._wait(lambda: self.done.min() >= now, lambda: np.flatnonzero(self.left < now))
-        for p, result in zip(self.params, self.result):
-            if p.grad is None:  # unused here: a gradient of its own first (copying `result` in would alias it)
-                p._copy_gradient_from(paddle.zeros_like(p))
-            result._share_buffer_to(p.grad)
+        if self.step is None:
+            for p, result in zip(self.params, self.result):
+                if p.grad is None:  # unused here: a gradient of its own first (copying `result` in would alias it)
+                    p._copy_gradient_from(paddle.zeros_like(p))
+                result._share_buffer_to(p.grad)
         self.left[rank], self.exchange, self.order = now, now, []
 
-    def _reduce(self, k: int, i: int, now: int) -> None:
-        """The mean of piece i (of parameter k) over all slots, summed aside and written to the result in one
-        pass: a rank that reduces the same piece at the same moment then writes the very same bytes."""
+    def _claim(self, i: int, now: int) -> bool:
+        """Whether this rank takes piece i of this exchange (no other rank has)."""
+        if self.claimed[i] == now:
+            return False
+        fcntl.lockf(self.lock, fcntl.LOCK_EX, 1, i)
+        try:
+            mine = self.claimed[i] != now
+            self.claimed[i] = now
+        finally:
+            fcntl.lockf(self.lock, fcntl.LOCK_UN, 1, i)
+        return mine
+
+    def _piece(self, k: int, i: int, now: int) -> None:
+        """The mean of piece i (of parameter k) over all slots, summed aside and written in one pass; then, with a
+        SharedStep, the update of that piece of the shared parameters."""
         self._wait(lambda: (self.ready[:, k] == now).all(), lambda: np.flatnonzero(self.ready[:, k] != now))
         a, b = self.pieces[k][i - self.piece_ids[k].start]
         total = np.add(self.block[0, a:b], self.block[1, a:b], out=self.scratch[:b - a])
         for r in range(2, self.dist.world_size):
             total += self.block[r, a:b]
-        np.multiply(total, np.float32(1.0 / self.dist.world_size), out=self.block[-1, a:b])
+        np.multiply(total, np.float32(1.0 / self.dist.world_size), out=self.mean[a:b])
+        if self.step is not None:
+            self.step(k, i)
         self.done[i] = now
 
     def _wait(self, ready, late) -> None:
@@ -227,9 +256,88 @@ class ShmSync(_Flat):
                                    f"gradient exchange within {self.timeout:g} s (Train.heartbeat_timeout)")
 
 
+class SharedStep:
+    """paddle's Momentum update applied piece by piece by the rank that reduced the piece, to parameters and
+    velocities that every rank shares in the block: one update per piece instead of one per rank, and it runs
+    on the ranks that wait for the last one. It calls paddle's own kernel (momentum_) with the optimizer's
+    settings, so parameters and velocities come out bit for bit as from optimizer.step() (tests compare), and
+    the optimizer's velocity tensors point at the shared ones, so its state_dict and checkpoints stay whole."""
+
+    def __init__(self, optimizer) -> None:
+        self.optimizer = optimizer
+        self.lr: dict = {}
+
+    @staticmethod
+    def supports(optimizer, scaler=None) -> bool:
+        """Plain fp32 Momentum without gradient clipping, parameter groups, multi-tensor or AMP loss scaling;
+        anything else keeps optimizer.step()."""
+        return (type(optimizer) is paddle.optimizer.Momentum and scaler is None and optimizer._grad_clip is None
+                and not optimizer._multi_precision and not optimizer._use_multi_tensor
+                and getattr(optimizer, "regularization", None) is None
+                and not isinstance(optimizer._parameter_list[0], dict)
+                and all(_terms(optimizer, p) is not None for p in optimizer._parameter_list))
+
+    def share(self, sync: ShmSync, params: np.ndarray, velocity: np.ndarray) -> None:
+        """Rank 0 puts its parameters and velocities (equal on every rank: broadcast, or one checkpoint) in the
+        block; then every rank's parameters and velocity tensors point at them."""
+        opt = self.optimizer
+        opt._create_accumulators(paddle.static.default_main_program().global_block(), sync.params)
+        velocities = [opt._get_accumulator_master(opt._velocity_acc_str, p) for p in sync.params]
+        spans = list(zip(sync.params, velocities, sync.bounds[:-1], sync.bounds[1:]))
+        if sync.dist.is_main:
+            for p, v, a, b in spans:
+                params[a:b], velocity[a:b] = p.numpy().reshape(-1), v.numpy().reshape(-1)
+            sync.seeded[0] = 1  # after the copies (x86: stores in order)
+        sync._wait(lambda: sync.seeded[0] == 1, lambda: [0])
+        for p, v, a, b in spans:
+            as_tensor(params[a:b].reshape(p.shape))._share_buffer_to(p)
+            as_tensor(velocity[a:b].reshape(p.shape))._share_buffer_to(v)
+        self.terms = [_terms(opt, p) for p in sync.params]
+        self.tensors = [(as_tensor(params[a:b]), as_tensor(velocity[a:b]), as_tensor(sync.mean[a:b]))
+                        for k_pieces in sync.pieces for a, b in k_pieces]
+
+    def begin(self) -> None:
+        """This update's learning rate per multiplier: the scheduler's value, which optimizer.step() would read."""
+        lr = paddle.full([1], self.optimizer.get_lr(), dtype="float32")
+        self.lr = {m: lr if m == 1.0 else lr * m for m in {t[2] for t in self.terms}}
+
+    def __call__(self, k: int, i: int) -> None:
+        param, velocity, grad = self.tensors[i]
+        method, coeff, lr_mult = self.terms[k]
+        opt = self.optimizer
+        _C_ops.momentum_(param, grad, velocity, self.lr[lr_mult], None, opt._momentum, opt._use_nesterov, method,
+                         coeff, False, opt._rescale_grad)
+
+
+def _terms(optimizer, p) -> Optional[tuple[str, float, float]]:
+    """(regularization method, coefficient, learning-rate multiplier) of parameter p as Momentum's own
+    _append_optimize_op decides them; None where paddle would do more than the kernel (another regularizer
+    applied to the gradient first, a tensor learning rate, a non-fp32 parameter)."""
+    lr_mult = p.optimize_attr.get("learning_rate", 1.0) if hasattr(p, "optimize_attr") else 1.0
+    if p.dtype != paddle.float32 or not isinstance(lr_mult, (int, float)):
+        return None
+    reg = getattr(p, "regularizer", None)
+    if reg is None:
+        return optimizer._regularization_method, optimizer._regularization_coeff, float(lr_mult)
+    if isinstance(reg, paddle.regularizer.L2Decay):
+        return "l2_decay", reg._coeff, float(lr_mult)
+    return None
+
+
+def as_tensor(array: np.ndarray) -> paddle.Tensor:
+    """A paddle tensor over the same memory as `array`."""
+    return paddle.utils.dlpack.from_dlpack(array.__dlpack__())
+
+
+def areas(world: int, shared_step: bool) -> int:
+    """float32 areas of the block: one slot per rank and the result; with a SharedStep, parameters and
+    velocities."""
+    return world + (3 if shared_step else 1)
+
+
 def header_ints(world: int, nparams: int, npieces: int) -> int:
-    """Flags before the slots: ready (world x params), claimed and done (per piece), left (per rank)."""
-    return world * nparams + 2 * npieces + world
+    """Flags before the slots: ready (world x params), claimed and done (per piece), left (per rank), seeded."""
+    return world * nparams + 2 * npieces + world + 1
 
 
 def header_bytes(world: int, nparams: int, npieces: int) -> int:
@@ -245,25 +353,26 @@ def _flag(obj, name: str):
         setattr(obj, name, False)
 
 
-def shared_block(size: int, dist: DistEnv) -> mmap.mmap:
-    """`size` zero bytes in /dev/shm mapped by every rank; the file is gone once all have mapped it, so nothing
-    is left behind if a rank dies later."""
+def shared_block(size: int, dist: DistEnv) -> tuple[mmap.mmap, int]:
+    """`size` zero bytes in /dev/shm mapped by every rank, and a descriptor of it to lock pieces by; the file is
+    gone once all have opened it, so nothing is left behind if a rank dies later."""
     name = None
     if dist.is_main:
         fd, name = tempfile.mkstemp(prefix="paddledist-grads-", dir=SHM_DIR)
         os.ftruncate(fd, size)
         os.close(fd)
     name = broadcast_object(name, dist)
-    with open(name, "r+b") as f:
-        mapping = mmap.mmap(f.fileno(), size)
+    fd = os.open(name, os.O_RDWR)
+    mapping = mmap.mmap(fd, size)
     barrier(dist)
     if dist.is_main:
         os.unlink(name)
-    return mapping
+    return mapping, fd
 
 
-def shm_sync(params, dist: DistEnv, timeout: float) -> ShmSync:
-    return ShmSync(params, dist, shared_block(block_size(params, dist.world_size), dist), timeout)
+def shm_sync(params, dist: DistEnv, timeout: float, step: Optional[SharedStep] = None) -> ShmSync:
+    mapping, fd = shared_block(block_size(params, dist.world_size, step is not None), dist)
+    return ShmSync(params, dist, mapping, fd, timeout, step)
 
 
 def flat_bounds(params) -> np.ndarray:
@@ -276,30 +385,34 @@ def pieces(bounds: np.ndarray) -> list[list[tuple[int, int]]]:
             for a, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def block_size(params, world: int) -> int:
-    """Bytes of the shared block for these trainable parameters: flags, then world + 1 float32 areas."""
+def block_size(params, world: int, shared_step: bool = False) -> int:
+    """Bytes of the shared block for these trainable parameters: flags, then the float32 areas."""
     bounds = flat_bounds(params)
     npieces = sum(len(x) for x in pieces(bounds))
-    return header_bytes(world, len(params), npieces) + 4 * (world + 1) * int(bounds[-1])
+    return header_bytes(world, len(params), npieces) + 4 * areas(world, shared_step) * int(bounds[-1])
 
 
-def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0):
+def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0, scaler=None):
     """(model, optimizer, sync): wrapped by fleet for the reducer, else as they are, with rank 0's parameters
-    copied to every rank."""
+    copied to every rank. The shm sync also takes over the optimizer's update where SharedStep supports it."""
     params = [p for p in model.parameters() if not p.stop_gradient]
     nbytes = 4 * int(flat_bounds(params)[-1])
-    chosen = choose(mode, kind, dist, nbytes, shm_free_bytes())
+    shared = SharedStep.supports(optimizer, scaler)
+    chosen = choose(mode, kind, dist, block_size(params, dist.world_size, shared), shm_free_bytes())
     if chosen == "none":
         return model, optimizer, NoSync()
     if dist.is_main:
-        log.info("gradient sync: %s (Train.grad_sync=%s), %.1f MB of gradients", chosen, mode, nbytes / 1e6)
+        log.info("gradient sync: %s (Train.grad_sync=%s), %.1f MB of gradients%s", chosen, mode, nbytes / 1e6,
+                 ", optimizer step shared" if chosen == "shm" and shared else "")
     if chosen == "reducer":
         from paddle.distributed import fleet
 
         model, optimizer = fleet.distributed_model(model), fleet.distributed_optimizer(optimizer)
         return model, optimizer, NoSync(model)
     broadcast_parameters(model)
-    return model, optimizer, (shm_sync(params, dist, timeout) if chosen == "shm" else FlatSync(params, dist))
+    if chosen == "shm":
+        return model, optimizer, shm_sync(params, dist, timeout, SharedStep(optimizer) if shared else None)
+    return model, optimizer, FlatSync(params, dist)
 
 
 def broadcast_parameters(model) -> None:

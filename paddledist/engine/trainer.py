@@ -90,7 +90,7 @@ class Trainer:
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        else:
+        elif not self.grad_sync.updates:  # the shm sync applies the update while it exchanges gradients
             self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)  # drop, not zero: nothing reads the zeros (paddle's next
         # backward replaces them), and the shm sync's gradients point at memory the other ranks may still read

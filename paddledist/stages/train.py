@@ -59,7 +59,8 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler))
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
     state = restore(model, optimizer, resume) if resume else TrainState()
-    model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout)
+    model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
+                                                   scaler)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
