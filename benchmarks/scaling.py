@@ -40,12 +40,12 @@ from typing import Callable, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from paddledist.engine.cpu import cpu_env, cpu_vendor, has_avx2, usable_cpus  # noqa: E402  (imports no paddle)
+from paddledist.engine.cpu import MALLOC, cpu_env, cpu_vendor, has_avx2, usable_cpus  # noqa: E402  (no paddle)
 
 BARE = os.path.join(ROOT, "benchmarks", "bare_fleet.py")
 TRAIN = os.path.join(ROOT, "tools", "train.py")
 CONFIG = os.path.join(ROOT, "configs", "image_classification.yaml")
-TUNING_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")
+TUNING_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_DEBUG_CPU_TYPE", *MALLOC)
 """Removed from every run's environment; the runs that want them set them."""
 
 
@@ -135,8 +135,9 @@ class Bench:
         return rows[0], rows[1], ratios
 
     def tuned(self) -> dict:
-        """The environment paddledist gives its workers (with --fast-mkl: MKL's AVX2 path on AMD)."""
-        return {**self.plain, **cpu_env(self.args.fast_mkl, self.vendor, has_avx2())}
+        """What paddledist sets in its workers, as environment variables (with --fast-mkl: MKL's AVX2 path on
+        AMD; glibc keeping freed memory): the ceiling and the tuned bare runs get every setting the job gets."""
+        return {**self.plain, **cpu_env(self.args.fast_mkl, self.vendor, has_avx2()), **MALLOC}
 
     def all_cores(self) -> dict:
         return {**self.tuned(), "OMP_NUM_THREADS": str(self.cpus), "MKL_NUM_THREADS": str(self.cpus)}

@@ -82,6 +82,35 @@ def test_fast_mkl_only_on_amd_and_only_when_asked(monkeypatch):
     assert cpu.apply_defaults(True, kept) == {"MKL_DEBUG_CPU_TYPE": ""}
 
 
+FAULTS = """
+import resource, sys
+import numpy as np
+from paddledist.engine import cpu
+print(cpu.keep_freed_memory({}) if sys.argv[1] == "keep" else {})
+def step():  # a training step's worth of buffers, touched, then freed
+    buffers = [np.ones(2 << 20, dtype=np.float32) for _ in range(4)]
+    del buffers
+step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    step()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+"""
+
+
+def test_freed_memory_is_kept_for_the_next_step_unless_the_user_chose():
+    env = {k: v for k, v in os.environ.items() if k not in cpu.MALLOC and k != "GLIBC_TUNABLES"}
+    faults = {}
+    for mode in ("default", "keep"):
+        out = subprocess.run([sys.executable, "-c", FAULTS, mode], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=60, check=True).stdout.split("\n")
+        faults[mode] = float(out[1])
+    assert out[0] == str(cpu.MALLOC)
+    assert faults["default"] > 1000 > 10 > faults["keep"]  # 32 MiB faulted in again every step, or none
+    assert cpu.keep_freed_memory({"MALLOC_TRIM_THRESHOLD_": "0"}) == {}
+    assert cpu.keep_freed_memory({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}) == {}
+
+
 def train(out: Path, *overrides: str) -> None:
     cmd = [sys.executable, str(REPO / "tools" / "train.py"), "-c", str(REPO / "configs" / "image_classification.yaml"),
            "-o", f"Global.output={out}", f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", "Global.model=LeNet",

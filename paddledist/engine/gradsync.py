@@ -6,13 +6,15 @@ Three ways, chosen by Train.grad_sync (auto picks per device and job shape):
            The right tool on GPU with NCCL. On CPU with gloo it measured slow (benchmarks/, docs/benchmarks.md):
            ResNet18 at batch 32 ran backward ~110 ms slower under the wrapper than without it, even under no_sync.
   shm      CPU ranks on one x86-64 machine: each copies a gradient into its slot of one shared-memory block as
-           backward finishes it; ranks done early sum the mean into a result area while the last is still in
-           backward; the optimizer reads the result in place. Memory passes only: ~3x less time than a gloo
-           all-reduce over loopback, and mostly hidden in the wait for the slowest rank.
+           backward finishes it; ranks done early sum the mean while the last is still in backward, and apply
+           the optimizer's Momentum update to parameters all ranks share in the block (SharedStep), or else
+           the optimizer reads the mean in place. Memory passes only: ~3x less time than a gloo all-reduce
+           over loopback, and mostly hidden in the wait for the slowest rank.
   flat     one gloo (or NCCL) all_reduce of a persistent flat buffer: CPU jobs across machines.
 
 shm and flat leave the model unwrapped: the caller broadcasts rank 0's parameters once (broadcast_parameters)
-and calls the sync after the last backward of an update. All ranks end with bit-identical gradients.
+and calls the sync after the last backward of an update. All ranks end with bit-identical gradients, or with
+the shared step, with the one updated set of parameters (the trainer then skips optimizer.step).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ log = logging.getLogger("paddledist")
 
 def run(cfg: Config, dist: DistEnv) -> None:
     cpu_settings = cpu.apply_defaults(cfg.Train.fast_mkl_on_amd)  # before paddle's first computation
+    malloc = cpu.keep_freed_memory()
     train_samples, val_samples, resume, pretrain = preflight(cfg, dist)
     kind = set_device(cfg, dist)
     init_process_group(dist)
@@ -34,6 +35,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
     if dist.is_main:
         log.info("resolved config:\n%s", to_yaml(cfg))
         log.info("MKL: %s", " ".join(f"{k}={v}" for k, v in cpu_settings.items()) or "default code path")
+        log.info("malloc: %s", " ".join(f"{k}={v}" for k, v in malloc.items()) or "as the environment sets it")
     build_trainer(cfg, dist, kind, train_samples, val_samples, pretrain, resume).train()
 
 
