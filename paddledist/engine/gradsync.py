@@ -176,14 +176,13 @@ class ShmSync(_Flat):
         self.block = np.frombuffer(mapping, dtype=np.float32, offset=header_bytes(world, n, npieces),
                                    count=areas(world, step is not None) * self.total).reshape(-1, self.total)
         self.slot, self.mean = self.block[dist.rank], self.block[world]
-        self.result = [as_tensor(self.mean[a:b].reshape(p.shape))
-                       for p, a, b in zip(self.params, self.bounds[:-1], self.bounds[1:])]
         self.exchange, self.order, self.skipping = 0, [], False
-        self.scratch = np.empty(min(self.PIECE, self.total), dtype=np.float32)
         self._map = mapping  # the arrays above are views of it
-        self.step = step
-        if step is not None:
-            self.updates = True
+        self.step, self.updates = step, step is not None
+        if step is None:  # the optimizer reads the mean in place
+            self.result = [as_tensor(self.mean[a:b].reshape(p.shape))
+                           for p, a, b in zip(self.params, self.bounds[:-1], self.bounds[1:])]
+        else:
             step.share(self, self.block[world + 1], self.block[world + 2])
         for k, p in enumerate(self.params):
             p._register_backward_hook(functools.partial(self._arrived, k))
@@ -236,14 +235,14 @@ class ShmSync(_Flat):
         return mine
 
     def _piece(self, k: int, i: int, now: int) -> None:
-        """The mean of piece i (of parameter k) over all slots, summed aside and written in one pass; then, with a
-        SharedStep, the update of that piece of the shared parameters."""
+        """The mean of piece i (of parameter k) over all slots; then, with a SharedStep, the update of that piece of
+        the shared parameters. Only the rank that claimed the piece writes it."""
         self._wait(lambda: (self.ready[:, k] == now).all(), lambda: np.flatnonzero(self.ready[:, k] != now))
         a, b = self.pieces[k][i - self.piece_ids[k].start]
-        total = np.add(self.block[0, a:b], self.block[1, a:b], out=self.scratch[:b - a])
+        total = np.add(self.block[0, a:b], self.block[1, a:b], out=self.mean[a:b])
         for r in range(2, self.dist.world_size):
             total += self.block[r, a:b]
-        np.multiply(total, np.float32(1.0 / self.dist.world_size), out=self.mean[a:b])
+        total *= np.float32(1.0 / self.dist.world_size)
         if self.step is not None:
             self.step(k, i)
         self.done[i] = now
