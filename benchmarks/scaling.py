@@ -1,7 +1,7 @@
 """Data-parallel scaling of paddledist against the machine's ceiling and against plain paddle, in one run.
 
     python benchmarks/scaling.py --quick                       # CPU, one rank per core (here 2), < 10 min
-    python benchmarks/scaling.py                               # more steps, 3 repeats, and each setting's effect
+    python benchmarks/scaling.py                               # more steps, 5 repeats, and each setting's effect
     python benchmarks/scaling.py --device gpu --nproc 8        # one GPU per rank (NCCL), same measurements
 
 Images/s of ResNet18 (32x32 input, --batch-size per rank), on synthetic data and on a folder of PNGs read
@@ -14,8 +14,10 @@ through the ClsDataset loader:
 Also: start-up (command to first step, paddledist vs bare launch), the loader's images/s against training,
 and images/s per core against the machine's GEMM rate. Each measurement records the CPU share other processes
 took meanwhile ("foreign"); one above --max-foreign is repeated (at most twice). Reported values are medians.
-Ceiling and data-parallel runs alternate (--repeats pairs): this machine's speed drifts by +-10% over minutes,
-so `efficiency` is the median of the per-pair ratios c / b on synthetic data; the table shows the medians.
+Ceiling and data-parallel runs alternate (--pairs pairs on synthetic data, --repeats on PNGs): this machine's
+speed drifts by +-10% over minutes, so `efficiency` is the median of the per-pair ratios c / b on synthetic data
+(single pairs spread by about +-0.05 here, so --quick takes as many pairs as the full run); the table shows the
+medians.
 `efficiency_vs_slowest_process` divides c by N x the slowest process of each ceiling run instead: the most a
 synchronous data-parallel job could make when the cores do not run equally fast (the ceiling adds them up).
 The last line is one JSON object.
@@ -480,7 +482,7 @@ def synthetic_runs(b: Bench, reps: int) -> dict:
                                       lambda: b.single(b.all_cores(), "synthetic"), 1)
     rows["ceiling"], rows["dp"], rows["ratios"] = b.paired(
         (f"(b) {n} independent processes{label} (ceiling)", f"(c) paddledist, {n} ranks{label}"), "synthetic",
-        (lambda: b.ceiling("synthetic"), lambda: b.paddledist("synthetic")), reps)
+        (lambda: b.ceiling("synthetic"), lambda: b.paddledist("synthetic")), b.args.pairs)
     if not tiny:
         rows["bare"] = b.measure(f"(d) bare launch + fleet, {n} ranks, as installed", "synthetic",
                                  lambda: b.bare_launch(b.plain, "synthetic")["images_per_sec"], 1)
@@ -526,7 +528,8 @@ def parse(argv=None):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--epoch-steps", type=int, default=None, help="steps per paddledist epoch")
     p.add_argument("--epochs", type=int, default=None, help="paddledist epochs (the first is warm-up)")
-    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--repeats", type=int, default=None, help="runs per measurement, and PNG pairs")
+    p.add_argument("--pairs", type=int, default=None, help="ceiling / data-parallel pairs on synthetic data")
     p.add_argument("--fast-mkl", action=argparse.BooleanOptionalAction, default=True,
                    help="MKL's AVX2 path on AMD CPUs (Train.fast_mkl_on_amd) for the tuned runs")
     p.add_argument("--max-foreign", type=float, default=0.1, help="repeat a run when others took more CPU")
@@ -536,8 +539,8 @@ def parse(argv=None):
     p.add_argument("--probe", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    shape = (6, 6, 2, 1, 1) if args.tiny else (20, 15, 3, 3, 3) if args.quick else (40, 20, 4, 5, 5)
-    for name, value in zip(("steps", "epoch_steps", "epochs", "repeats", "startup_repeats"), shape):
+    shape = (6, 6, 2, 1, 1, 1) if args.tiny else (20, 15, 3, 2, 3, 5) if args.quick else (40, 20, 4, 5, 5, 5)
+    for name, value in zip(("steps", "epoch_steps", "epochs", "repeats", "startup_repeats", "pairs"), shape):
         if getattr(args, name, None) is None:
             setattr(args, name, value)
     if args.tiny:
