@@ -22,3 +22,16 @@ def test_scaling_benchmark_tiny_run_prints_its_summary():
     # N x the slower process is at most the sum of both: against it, data parallel can only look better.
     assert summary["efficiency_vs_slowest_process"] >= summary["efficiency"] > 0
     assert "| (c) paddledist, 2 ranks" in done.stdout
+
+
+def test_startup_overhead_compares_launches_of_the_same_kind():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from scaling import startup_overhead
+
+    clean_and_retried = {"bare": [(4.0, False), (7.1, True), (4.4, False)], "pd": [(4.9, False), (7.9, True)]}
+    assert startup_overhead(clean_and_retried)["overhead_s"] == 0.7  # medians of the clean runs: 4.2 vs 4.9
+    # All bare launches hit paddle's 3 s retry and only some paddledist ones: compare the retried ones.
+    bare_retried = {"bare": [(7.5, True), (7.3, True)], "pd": [(4.0, False), (8.0, True)]}
+    assert startup_overhead(bare_retried) == {"bare_launch_s": 7.4, "paddledist_s": 8.0, "overhead_s": 0.6,
+                                              "compared": "runs with the store retry"}
+    assert startup_overhead({"bare": [(7.5, True)], "pd": [(4.0, False)]}) is None
