@@ -35,3 +35,16 @@ def test_startup_overhead_compares_launches_of_the_same_kind():
     assert startup_overhead(bare_retried) == {"bare_launch_s": 7.4, "paddledist_s": 8.0, "overhead_s": 0.6,
                                               "compared": "runs with the store retry"}
     assert startup_overhead({"bare": [(7.5, True)], "pd": [(4.0, False)]}) is None
+
+
+def test_onednn_probe_reports_every_variant_and_counts_primitives():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "onednn_training.py"), "--steps", "4"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == 8
+    for name, r in results.items():
+        assert r.get("ms", 0) > 0 or r.get("error"), name  # a step time, or why the variant could not train
+    assert results["dygraph fp32"]["ms"] > 0
+    # ONEDNN_VERBOSE is parsed: some static-graph variant with FLAGS_use_onednn=1 ran oneDNN primitives.
+    assert max(r.get("onednn_per_step", 0) for r in results.values()) > 0
