@@ -1,7 +1,7 @@
 """Can paddle's CPU training run on oneDNN (and bf16)? Each variant trains ResNet18 (32x32, batch 32, Momentum,
 one thread) in a fresh process and reports its step time and which oneDNN primitives ran (ONEDNN_VERBOSE).
 
-    python benchmarks/onednn_training.py            # ~2 min; a table, then one JSON line
+    python benchmarks/onednn_training.py            # ~1 min; a table, then one JSON line
 
 Variants: paddle's dygraph as paddledist trains (fp32; FLAGS_use_onednn=1; bf16 autocast) and the static
 graph (PIR executor: fp32; FLAGS_use_onednn=1; the same with bf16 AMP). ResNet18's stem max pool has no working
@@ -53,14 +53,17 @@ def measure(name: str, steps: int) -> dict:
     timed = child(name, steps, env)
     if "error" in timed:
         return timed
-    verbose = subprocess.run([sys.executable, __file__, "--child", name, "--steps", "4"], capture_output=True,
-                             text=True, env={**env, "ONEDNN_VERBOSE": "1"}, timeout=600)
-    return {**timed, **primitives(verbose.stdout, 4)}
+    return {**timed, **primitives(run_child(name, 4, {**env, "ONEDNN_VERBOSE": "1"}).stdout, 4)}
+
+
+def run_child(name: str, steps: int, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, __file__, "--child", name, "--steps", str(steps)], capture_output=True,
+                          text=True, env=env, timeout=600)
 
 
 def child(name: str, steps: int, env: dict) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", name, "--steps", str(steps)], capture_output=True,
-                          text=True, env=env, timeout=600)
+    """Step time and final loss of one variant, or the reason it could not train."""
+    done = run_child(name, steps, env)
     if done.returncode != 0:
         lines = (done.stderr + done.stdout).splitlines()
         why = [line.split("]", 1)[-1] for line in lines if "raises an exception" in line]  # the failing op
@@ -107,13 +110,13 @@ def model_and_optimizer(paddle, pool: str = "max"):
     if pool == "avg":
         model.maxpool = paddle.nn.AvgPool2D(3, 2, 1)
     elif pool == "index":  # the same max pool through max_pool2d_with_index, which has no oneDNN kernel
-        model.maxpool = MaxPoolWithIndex(paddle)
+        model.maxpool = max_pool_with_index(paddle)
     opt = paddle.optimizer.Momentum(learning_rate=0.01, momentum=0.9, parameters=model.parameters(),
                                     weight_decay=1e-4)
     return model, opt
 
 
-def MaxPoolWithIndex(paddle):
+def max_pool_with_index(paddle):
     class Pool(paddle.nn.Layer):
         def forward(self, t):
             return paddle.nn.functional.max_pool2d(t, 3, 2, 1, return_mask=True)[0]
