@@ -18,3 +18,7 @@ class LeNet(nn.Layer):
 
     def forward(self, x):
         return self.fc(self.features(x))
+
+
+def lenet(num_classes: int = 10, input_size: int = 32) -> LeNet:
+    return LeNet(num_classes, input_size)

@@ -1,0 +1,1 @@
+"""Per-family model tables (plain data: importing them never imports paddle)."""

@@ -1,0 +1,101 @@
+"""PaddleClas's own architecture code, as a test-only reference.
+
+`paddleclas` is not a dependency of paddledist (its PyPI release pins numpy==1.24.4). The tests install its
+wheel with --no-deps into a cache folder and import single architecture modules from it, skipping the
+package `__init__` files (they import PaddleClas's whole training stack). Only `ppcls.utils.save_load` is
+replaced, by functions that refuse to run: the reference models are always built with pretrained=False.
+
+`assert_same_function(ours, theirs, shape)` is the equivalence check every family's test runs: the same
+parameter and buffer names and shapes, and the same eval-mode outputs for the same (random) weights.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PADDLECLAS = "paddleclas==2.6.0"
+CACHE = Path(os.environ.get("PADDLEDIST_TEST_CACHE", Path.home() / ".cache" / "paddledist-tests"))
+
+
+def _install() -> Path:
+    target = CACHE / PADDLECLAS.replace("==", "-")
+    root = target / "paddleclas"
+    if (root / "ppcls" / "arch").is_dir():
+        return root
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp), PADDLECLAS]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"cannot install {PADDLECLAS} as the reference (no package registry?): {done.stderr[-300:]}")
+    tmp.rename(target) if not target.exists() else None
+    return root
+
+
+def _refuse(*_args, **_kwargs):
+    raise AssertionError("the PaddleClas reference must be built with pretrained=False")
+
+
+def ref_module(dotted: str) -> types.ModuleType:
+    """Import e.g. `ppcls.arch.backbone.legendary_models.pp_lcnet` from the installed PaddleClas wheel."""
+    root = _install()
+    parts = dotted.split(".")
+    for i in range(1, len(parts)):
+        name = ".".join(parts[:i])
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = [str(root.joinpath(*parts[:i]))]
+            sys.modules[name] = package
+    if "ppcls.utils.save_load" not in sys.modules:
+        stub = types.ModuleType("ppcls.utils.save_load")
+        stub.load_dygraph_pretrain = stub.load_dygraph_pretrain_from_url = _refuse
+        sys.modules.setdefault("ppcls.utils", types.ModuleType("ppcls.utils")).__path__ = [str(root / "ppcls/utils")]
+        sys.modules["ppcls.utils.save_load"] = stub
+    return importlib.import_module(dotted)
+
+
+def randomise(model, seed: int = 0) -> dict:
+    """Random values for every parameter and buffer (batch-norm statistics included, variances positive),
+    so that equal outputs mean equal functions rather than equal initialisers."""
+    rng = np.random.default_rng(seed)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        shape = list(tensor.shape)
+        if tensor.dtype.name.lower().startswith(("int", "bool", "uint")) or "int" in str(tensor.dtype):
+            state[name] = tensor.numpy()
+            continue
+        value = rng.standard_normal(shape).astype("float32") * 0.1
+        if name.endswith(("_variance", "running_var")):
+            value = np.abs(value) + 0.5
+        state[name] = value
+    return state
+
+
+def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4) -> None:
+    """Same state_dict names and shapes; theirs' random weights loaded into ours by name; same eval outputs."""
+    import paddle
+
+    own = {k: list(v.shape) for k, v in ours.state_dict().items()}
+    ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
+    assert own.keys() == ref.keys(), (
+        f"names differ: only ours {sorted(own.keys() - ref.keys())[:8]}, only theirs {sorted(ref.keys() - own.keys())[:8]}")
+    assert own == ref, [f"{k}: {own[k]} vs {ref[k]}" for k in own if own[k] != ref[k]][:8]
+    state = randomise(theirs, seed)
+    theirs.set_state_dict(state)
+    ours.set_state_dict(state)
+    theirs.eval()
+    ours.eval()
+    x = paddle.to_tensor(np.random.default_rng(seed + 1).standard_normal(shape).astype("float32"))
+    with paddle.no_grad():
+        a, b = ours(x), theirs(x)
+    a = a.numpy() if hasattr(a, "numpy") else a
+    b = b.numpy() if hasattr(b, "numpy") else b
+    scale = max(1.0, float(np.abs(b).max()))
+    np.testing.assert_allclose(a, b, rtol=0, atol=atol * scale)
