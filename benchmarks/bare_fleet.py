@@ -1,4 +1,6 @@
-"""The baseline a user would write: a minimal fleet data-parallel loop, no paddledist.
+"""The baseline a user would write: a minimal fleet data-parallel loop, none of paddledist's launcher, trainer
+or data pipeline; only the network comes from paddledist's registry (`--model`, default ResNet18, PaddleClas's
+definition), so that this loop and a paddledist job train the same model.
 
     python benchmarks/bare_fleet.py --steps 30                                  # one process
     python -m paddle.distributed.launch --nproc_per_node 2 benchmarks/bare_fleet.py --steps 30   # 2 CPU ranks
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -21,6 +24,9 @@ import paddle
 import paddle.nn.functional as F
 from PIL import Image
 from paddle.distributed import fleet
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout runs uninstalled
+from paddledist.models import build_model  # noqa: E402
 
 
 class Folder(paddle.io.Dataset):
@@ -59,7 +65,7 @@ def batches(args, rank: int, world: int):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--model", default="ResNet18", help="a paddledist registry name (the job's own network)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=30)
@@ -74,7 +80,8 @@ def main() -> None:
     if world > 1:
         fleet.init(is_collective=True)
     paddle.seed(0)
-    model = getattr(paddle.vision.models, args.model)(num_classes=10)
+    # The network only (paddledist's definition, so (c) and (d) train the same one); the loop stays bare.
+    model = build_model(args.model, 10, args.size)
     opt = paddle.optimizer.Momentum(learning_rate=0.01, momentum=0.9, parameters=model.parameters(),
                                     weight_decay=1e-4)
     if world > 1:

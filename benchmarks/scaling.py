@@ -151,7 +151,7 @@ class Bench:
 
     def bare_args(self, data: str, steps: int) -> list[str]:
         a = self.args
-        return ["--model", a.model.lower(), "--batch-size", str(a.batch_size), "--steps", str(steps),
+        return ["--model", a.model, "--batch-size", str(a.batch_size), "--steps", str(steps),
                 "--warmup", str(a.warmup), "--data", data, "--device", a.device]
 
     def single(self, env: dict, data: str) -> float:

@@ -6,6 +6,8 @@ PaddleClas 2.6.0's own definition (tests/paddleclas_ref.py).
   built lazily (paddle.LazyGuard allocates nothing) so the 60-75M-parameter variants cost well under a second;
 - one variant per distinct code path: the same eval outputs under identical random weights, at 32 px or at
   40 px where odd feature-map sides exercise the 'SAME'-padded pools and the vd shortcut's ceil-mode pool;
+- one net per family: the same train-mode outputs and batch-norm moving averages (PaddleClas's ResNet uses
+  the legacy BatchNorm layer);
 - one net per family trains a few steps through build_model (train mode, finite loss, every weight moves).
 """
 
@@ -18,7 +20,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, ref_module
+from paddleclas_ref import assert_same_function, randomise, ref_module
 
 pytestmark = pytest.mark.models
 
@@ -119,3 +121,23 @@ def feeds_only_a_batch_norm(name: str) -> bool:
     the conv's input, so their gradient is zero up to rounding, in PaddleClas's network as in ours."""
     return name.endswith(("aggregation_squeeze_conv.lab.scale", "aggregation_squeeze_conv.lab.bias",
                           "stem3.lab.scale", "stem3.lab.bias"))
+
+
+@pytest.mark.parametrize("name", ["ResNet18_vd", "PP-HGNet_tiny", "PP-HGNetV2-B0"])
+def test_train_mode_outputs_and_batch_norm_statistics_equal_paddleclas(name):
+    """Training uses batch statistics and updates the running ones: PaddleClas's ResNet uses the legacy
+    BatchNorm layer, ours BatchNorm2D, so the train-mode forward and its moving averages are checked too."""
+    ours, theirs = build_model(name, CLASSES, 32), reference(name)
+    state = randomise(theirs, seed=5)
+    ours.set_state_dict(state)
+    theirs.set_state_dict(state)
+    ours.train()
+    theirs.train()
+    x = paddle.to_tensor(np.random.default_rng(6).standard_normal([4, 3, 32, 32]).astype("float32"))
+    a, b = ours(x).numpy(), theirs(x).numpy()
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
+    theirs_after = theirs.state_dict()
+    for key, value in ours.state_dict().items():
+        if key.endswith(("_mean", "_variance")):
+            assert not np.array_equal(value.numpy(), state[key]), f"{key} was not updated"
+            np.testing.assert_allclose(value.numpy(), theirs_after[key].numpy(), rtol=1e-4, atol=1e-5, err_msg=key)
