@@ -49,38 +49,48 @@ class ConvBN(nn.Layer):
         return self.relu(x) if self.relu is not None else x
 
 
-class BasicBlock(nn.Layer):
-    """Two 3x3 convs; `project`: the shortcut is a 1x1 conv (strided, or average-pooled in vd)."""
+class Block(nn.Layer):
+    """A residual block: relu(residual(x) + shortcut(x)), the shortcut a 1x1 conv-BN (`short`) in the first
+    block of each stage (strided, or behind a 2x2 average pool in vd) and the identity elsewhere."""
 
     expansion = 1
 
-    def __init__(self, c_in: int, width: int, stride: int, project: bool, pool_shortcut: bool) -> None:
-        super().__init__()
-        self.conv0 = ConvBN(c_in, width, 3, stride)
-        self.conv1 = ConvBN(width, width, 3, act=False)
-        self.short = ConvBN(c_in, width, 1, stride, act=False, pool_first=pool_shortcut) if project else None
+    def _shortcut(self, c_in: int, c_out: int, stride: int, project: bool, pool_shortcut: bool) -> None:
+        self.short = ConvBN(c_in, c_out, 1, stride, act=False, pool_first=pool_shortcut) if project else None
         self.relu = nn.ReLU()
 
     def residual(self, x: paddle.Tensor) -> paddle.Tensor:
-        return self.conv1(self.conv0(x))
+        raise NotImplementedError
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         shortcut = self.short(x) if self.short is not None else x
         return self.relu(self.residual(x) + shortcut)
 
 
-class BottleneckBlock(BasicBlock):
+class BasicBlock(Block):
+    """Two 3x3 convs, the first carrying the stride."""
+
+    def __init__(self, c_in: int, width: int, stride: int, project: bool, pool_shortcut: bool) -> None:
+        super().__init__()
+        self.conv0 = ConvBN(c_in, width, 3, stride)
+        self.conv1 = ConvBN(width, width, 3, act=False)
+        self._shortcut(c_in, width, stride, project, pool_shortcut)
+
+    def residual(self, x: paddle.Tensor) -> paddle.Tensor:
+        return self.conv1(self.conv0(x))
+
+
+class BottleneckBlock(Block):
     """1x1 reduce, 3x3 (carries the stride), 1x1 expand to 4x the width."""
 
     expansion = 4
 
     def __init__(self, c_in: int, width: int, stride: int, project: bool, pool_shortcut: bool) -> None:
-        nn.Layer.__init__(self)
+        super().__init__()
         self.conv0 = ConvBN(c_in, width, 1)
         self.conv1 = ConvBN(width, width, 3, stride)
         self.conv2 = ConvBN(width, width * 4, 1, act=False)
-        self.short = ConvBN(c_in, width * 4, 1, stride, act=False, pool_first=pool_shortcut) if project else None
-        self.relu = nn.ReLU()
+        self._shortcut(c_in, width * 4, stride, project, pool_shortcut)
 
     def residual(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.conv2(self.conv1(self.conv0(x)))
