@@ -27,6 +27,7 @@ pytestmark = pytest.mark.models
 
 REFERENCE_MODULES = {
     "mobilenet_v2": "ppcls.arch.backbone.model_zoo.mobilenet_v2",
+    "starnet": "ppcls.arch.backbone.model_zoo.starnet",
 }
 NAMES = [name for name, spec in REGISTRY.items() if spec.family in REFERENCE_MODULES]
 CLASSES = 10
@@ -63,6 +64,7 @@ def parameter_attrs(model: paddle.nn.Layer) -> dict:
 
 def test_the_families_register_every_paddlex_name():
     expected = {f"MobileNetV2_{w}" for w in ("x0_25", "x0_5", "x1_0", "x1_5", "x2_0")}
+    expected |= {f"StarNet-S{i}" for i in range(1, 5)}
     assert set(NAMES) == expected
 
 
@@ -77,10 +79,26 @@ def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
     assert parameter_attrs(mine) == parameter_attrs(theirs)
 
 
+def drop_path_rates(model: paddle.nn.Layer) -> list:
+    return [round(float(getattr(layer, "p", getattr(layer, "drop_prob", None))), 6) for layer in model.sublayers()
+            if type(layer).__name__ == "DropPath"]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].kwargs.get("drop_path_rate")])
+def test_stochastic_depth_rates_equal_paddleclas(name):
+    """Drop path is random, so its outputs are not compared; its per-block rates (PaddleX's drop_path_rate
+    spread over the blocks) are."""
+    with paddle.LazyGuard():
+        mine, theirs = build_model(name, CLASSES, REGISTRY[name].cfg.input_size), reference(name)
+    assert drop_path_rates(mine) == drop_path_rates(theirs) != []
+
+
 # One variant per code path. MobileNetV2: narrow (last conv stays 1280) and wide (last conv x scale); 40 px
-# gives odd feature-map sides to the strided depthwise convs.
+# gives odd feature-map sides to the strided depthwise convs. StarNet: one code path (the variants differ in
+# widths and depths only; stochastic depth is the identity in eval).
 SAME_FUNCTION = [
     ("MobileNetV2_x0_25", 40), ("MobileNetV2_x1_5", 32),
+    ("StarNet-S1", 40),
 ]
 
 
@@ -130,6 +148,8 @@ def code_path(name: str) -> tuple:
     spec = REGISTRY[name]
     if spec.family == "mobilenet_v2":
         return spec.family, spec.kwargs["scale"] > 1.0
+    if spec.family == "starnet":
+        return (spec.family,)
     raise AssertionError(f"no code-path rule for family {spec.family}")
 
 
@@ -138,7 +158,7 @@ def test_every_code_path_is_checked_for_outputs():
     assert {code_path(n) for n in NAMES} == {code_path(n) for n, _ in SAME_FUNCTION}
 
 
-TRAINED = [("MobileNetV2_x0_25", 32)]
+TRAINED = [("MobileNetV2_x0_25", 32), ("StarNet-S1", 32)]
 
 
 @pytest.mark.parametrize("name, side", TRAINED)
