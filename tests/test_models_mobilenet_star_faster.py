@@ -28,6 +28,7 @@ pytestmark = pytest.mark.models
 REFERENCE_MODULES = {
     "mobilenet_v2": "ppcls.arch.backbone.model_zoo.mobilenet_v2",
     "starnet": "ppcls.arch.backbone.model_zoo.starnet",
+    "fasternet": "ppcls.arch.backbone.model_zoo.fasternet",
 }
 NAMES = [name for name, spec in REGISTRY.items() if spec.family in REFERENCE_MODULES]
 CLASSES = 10
@@ -65,6 +66,7 @@ def parameter_attrs(model: paddle.nn.Layer) -> dict:
 def test_the_families_register_every_paddlex_name():
     expected = {f"MobileNetV2_{w}" for w in ("x0_25", "x0_5", "x1_0", "x1_5", "x2_0")}
     expected |= {f"StarNet-S{i}" for i in range(1, 5)}
+    expected |= {f"FasterNet-{v}" for v in ("T0", "T1", "T2", "S", "M", "L")}
     assert set(NAMES) == expected
 
 
@@ -84,21 +86,22 @@ def drop_path_rates(model: paddle.nn.Layer) -> list:
             if type(layer).__name__ == "DropPath"]
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].kwargs.get("drop_path_rate")])
+@pytest.mark.parametrize("name", NAMES)
 def test_stochastic_depth_rates_equal_paddleclas(name):
     """Drop path is random, so its outputs are not compared; its per-block rates (PaddleX's drop_path_rate
-    spread over the blocks) are."""
+    or PaddleClas's own, spread over the blocks) are."""
     with paddle.LazyGuard():
         mine, theirs = build_model(name, CLASSES, REGISTRY[name].cfg.input_size), reference(name)
-    assert drop_path_rates(mine) == drop_path_rates(theirs) != []
+    assert drop_path_rates(mine) == drop_path_rates(theirs)
 
 
 # One variant per code path. MobileNetV2: narrow (last conv stays 1280) and wide (last conv x scale); 40 px
 # gives odd feature-map sides to the strided depthwise convs. StarNet: one code path (the variants differ in
-# widths and depths only; stochastic depth is the identity in eval).
+# widths and depths only; stochastic depth is the identity in eval). FasterNet: GELU (T0, T1) and ReLU.
 SAME_FUNCTION = [
     ("MobileNetV2_x0_25", 40), ("MobileNetV2_x1_5", 32),
     ("StarNet-S1", 40),
+    ("FasterNet-T0", 40), ("FasterNet-T2", 32),
 ]
 
 
@@ -150,6 +153,9 @@ def code_path(name: str) -> tuple:
         return spec.family, spec.kwargs["scale"] > 1.0
     if spec.family == "starnet":
         return (spec.family,)
+    if spec.family == "fasternet":
+        from paddledist.models.fasternet import VARIANTS
+        return spec.family, VARIANTS[spec.kwargs["variant"]][3]
     raise AssertionError(f"no code-path rule for family {spec.family}")
 
 
@@ -158,7 +164,28 @@ def test_every_code_path_is_checked_for_outputs():
     assert {code_path(n) for n in NAMES} == {code_path(n) for n, _ in SAME_FUNCTION}
 
 
-TRAINED = [("MobileNetV2_x0_25", 32), ("StarNet-S1", 32)]
+TRAINED = [("MobileNetV2_x0_25", 32), ("StarNet-S1", 32), ("FasterNet-T0", 32)]
+
+
+@pytest.mark.parametrize("name, side", TRAINED)
+def test_initial_weights_are_drawn_like_paddleclas(name, side):
+    """Training from scratch starts where PaddleClas's does: per parameter the same initial distribution
+    (mean, spread, range: FasterNet's truncated normal at 0.02, paddle's defaults elsewhere)."""
+    paddle.seed(11)
+    mine = ours(name, side)
+    paddle.seed(12)
+    theirs = dict(reference(name).named_parameters())
+    for key, p in mine.named_parameters():
+        a, b = p.numpy().ravel(), theirs[key].numpy().ravel()
+        if a.size < 512:  # too few draws to compare spreads; constants still must match exactly
+            if b.std() == 0:
+                np.testing.assert_array_equal(a, b, err_msg=key)
+            continue
+        # bounds several standard errors wide: a wrong initialiser is off by far more (e.g. 0.02 vs He scale)
+        assert abs(a.mean() - b.mean()) <= 6 * b.std() / np.sqrt(a.size) + 1e-7, (key, a.mean(), b.mean())
+        assert abs(a.std() - b.std()) <= 0.1 * b.std() + 1e-7, (key, a.std(), b.std())
+        qa, qb = np.quantile(np.abs(a), 0.95), np.quantile(np.abs(b), 0.95)
+        assert abs(qa - qb) <= 0.1 * qb + 1e-7, (key, qa, qb)
 
 
 @pytest.mark.parametrize("name, side", TRAINED)

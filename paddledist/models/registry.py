@@ -92,6 +92,7 @@ FAMILIES = (
     "resnet",
     "mobilenet_v2",
     "starnet",
+    "fasternet",
 )
 
 
