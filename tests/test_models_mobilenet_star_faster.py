@@ -16,6 +16,8 @@ build_model move every weight.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import paddle
 import pytest
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.models
 
 REFERENCE_MODULES = {
     "mobilenet_v2": "ppcls.arch.backbone.model_zoo.mobilenet_v2",
+    "mobilenet_v4": "ppcls.arch.backbone.legendary_models.mobilenet_v4",
     "starnet": "ppcls.arch.backbone.model_zoo.starnet",
     "fasternet": "ppcls.arch.backbone.model_zoo.fasternet",
 }
@@ -41,6 +44,8 @@ def reference(name: str, num_classes: int = CLASSES, **overrides) -> paddle.nn.L
     arguments), untrained."""
     spec = REGISTRY[name]
     kwargs = {k: v for k, v in spec.kwargs.items() if k in SHARED_KWARGS} | overrides
+    # PaddleClas's TheseusLayer logs through ppcls's logger, which its engine would have set up.
+    ref_module("ppcls.utils.logger").init_logger(log_level=logging.ERROR)
     module = ref_module(REFERENCE_MODULES[spec.family])
     # PaddleClas's MobileNetV2 names every parameter (ParamAttr(name=...)), and dygraph allows a name once
     # per name scope: each reference gets its own scope.
@@ -65,6 +70,8 @@ def parameter_attrs(model: paddle.nn.Layer) -> dict:
 
 def test_the_families_register_every_paddlex_name():
     expected = {f"MobileNetV2_{w}" for w in ("x0_25", "x0_5", "x1_0", "x1_5", "x2_0")}
+    expected |= {f"MobileNetV4_{v}" for v in ("conv_small", "conv_medium", "conv_large", "hybrid_medium",
+                                                 "hybrid_large")}
     expected |= {f"StarNet-S{i}" for i in range(1, 5)}
     expected |= {f"FasterNet-{v}" for v in ("T0", "T1", "T2", "S", "M", "L")}
     assert set(NAMES) == expected
@@ -96,10 +103,14 @@ def test_stochastic_depth_rates_equal_paddleclas(name):
 
 
 # One variant per code path. MobileNetV2: narrow (last conv stays 1280) and wide (last conv x scale); 40 px
-# gives odd feature-map sides to the strided depthwise convs. StarNet: one code path (the variants differ in
+# gives odd feature-map sides to the strided depthwise convs. MobileNetV4: cn + uir (conv_small), er + uir
+# (conv_medium, conv_large), attention with spatially reduced keys and values and LayerScale (hybrid_medium
+# at 64 px, so the reduction meets a 4x4 map) and the GELU net (hybrid_large; sides multiples of 32). StarNet: one code path (the variants differ in
 # widths and depths only; stochastic depth is the identity in eval). FasterNet: GELU (T0, T1) and ReLU.
 SAME_FUNCTION = [
     ("MobileNetV2_x0_25", 40), ("MobileNetV2_x1_5", 32),
+    ("MobileNetV4_conv_small", 40), ("MobileNetV4_conv_medium", 40), ("MobileNetV4_hybrid_medium", 64),
+    ("MobileNetV4_hybrid_large", 32),
     ("StarNet-S1", 40),
     ("FasterNet-T0", 40), ("FasterNet-T2", 32),
 ]
@@ -147,12 +158,28 @@ def assert_same_outputs(mine, theirs, shape, seed: int = 0, scale: float = 1.0) 
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
 
 
+def test_mobilenet_v4_block_tables_equal_paddleclas():
+    """Strides and kernel sizes that keep every shape (a stride moved inside a stage) would only show in
+    outputs of the variants checked above: each table is compared with PaddleClas's NET_CONFIG row by row."""
+    from paddledist.models.mobilenet_v4 import VARIANTS
+    theirs = ref_module(REFERENCE_MODULES["mobilenet_v4"]).NET_CONFIG
+    def row(r):  # PaddleClas's rows carry the activation and (mqa) a stride of 1; ours leave them out
+        rest = [v for v in r[1:] if not isinstance(v, str)]
+        return (r[0], *rest[:-1]) if r[0] == "mqa" else (r[0], *rest)
+    for variant, (table, *_) in VARIANTS.items():
+        assert [row(r) for r in theirs[variant]] == [tuple(r) for r in table], variant
+
+
 def code_path(name: str) -> tuple:
     spec = REGISTRY[name]
     if spec.family == "mobilenet_v2":
         return spec.family, spec.kwargs["scale"] > 1.0
     if spec.family == "starnet":
         return (spec.family,)
+    if spec.family == "mobilenet_v4":
+        from paddledist.models.mobilenet_v4 import VARIANTS
+        table, _, act, layer_scale = VARIANTS[spec.kwargs["variant"]]
+        return spec.family, frozenset(row[0] for row in table), act, layer_scale > 0
     if spec.family == "fasternet":
         from paddledist.models.fasternet import VARIANTS
         return spec.family, VARIANTS[spec.kwargs["variant"]][3]
@@ -164,7 +191,7 @@ def test_every_code_path_is_checked_for_outputs():
     assert {code_path(n) for n in NAMES} == {code_path(n) for n, _ in SAME_FUNCTION}
 
 
-TRAINED = [("MobileNetV2_x0_25", 32), ("StarNet-S1", 32), ("FasterNet-T0", 32)]
+TRAINED = [("MobileNetV2_x0_25", 32), ("MobileNetV4_conv_small", 32), ("MobileNetV4_hybrid_medium", 64), ("StarNet-S1", 32), ("FasterNet-T0", 32)]
 
 
 @pytest.mark.parametrize("name, side", TRAINED)

@@ -91,6 +91,7 @@ FAMILIES = (
     "pp_hgnet_v2",
     "resnet",
     "mobilenet_v2",
+    "mobilenet_v4",
     "starnet",
     "fasternet",
 )
