@@ -87,6 +87,7 @@ def paddlex_url(name: str) -> str:
 # (its SPECS) and paddledist/models/<family>.py (the architecture).
 FAMILIES = (
     "lenet",
+    "pp_lcnet",
     "pp_hgnet",
     "pp_hgnet_v2",
     "resnet",

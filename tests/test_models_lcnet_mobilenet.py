@@ -1,0 +1,115 @@
+"""PP-LCNet is PaddleClas's network: every registered name against PaddleClas 2.6.0's own definition
+(tests/paddleclas_ref.py).
+
+- every name: the same parameter and buffer names and shapes and per parameter the same learning-rate
+  multiplier, regularizer and trainability, built lazily (paddle.LazyGuard);
+- one variant per code path (with/without last conv, SE, the text-line models' (2, 1) strides): the same
+  eval outputs under identical random weights;
+- one net trains a few steps and every weight moves; train-mode outputs and batch-norm moving averages equal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+
+from paddledist.models import REGISTRY, build_model
+from paddleclas_ref import assert_same_function, randomise, ref_module
+
+pytestmark = pytest.mark.models
+
+FAMILIES = ("pp_lcnet",)
+NAMES = [name for name, spec in REGISTRY.items() if spec.family in FAMILIES]
+CLASSES = 10
+ARCH_KWARGS = ("stride_list", "use_last_conv")
+
+
+def reference(name: str, num_classes: int = CLASSES) -> paddle.nn.Layer:
+    """PaddleClas's network for a registered name, with the Arch arguments PaddleX's config passes."""
+    spec = REGISTRY[name]
+    module = ref_module(f"ppcls.arch.backbone.legendary_models.{spec.family}")
+    # PaddleClas's PPLCNet writes stride_list into its module-level NET_CONFIG: rebuild it per call.
+    for i, stage in enumerate(("blocks3", "blocks4", "blocks5", "blocks6")):
+        module.NET_CONFIG[stage][0][3] = 2
+    arch = {k: [list(s) if isinstance(s, tuple) else s for s in v] if k == "stride_list" else v
+            for k, v in spec.kwargs.items() if k in ARCH_KWARGS}
+    return getattr(module, spec.paddleclas_name)(pretrained=False, class_num=num_classes, **arch)
+
+
+def parameter_attrs(model: paddle.nn.Layer) -> dict:
+    def regularizer(p):
+        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
+    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
+            for name, p in model.named_parameters()}
+
+
+def test_the_families_register_every_paddlex_name():
+    widths = ("0_25", "0_35", "0_5", "0_75", "1_0", "1_5", "2_0", "2_5")
+    expected = {f"PP-LCNet_x{w}" for w in widths} | {
+        "PP-LCNet_x0_25_textline_ori", "PP-LCNet_x1_0_textline_ori", "PP-LCNet_x1_0_doc_ori",
+        "PP-LCNet_x1_0_table_cls"}
+    assert set(NAMES) == expected
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
+    with paddle.LazyGuard():
+        ours, theirs = build_model(name, CLASSES, 224), reference(name)
+    own = {k: list(v.shape) for k, v in ours.state_dict().items()}
+    ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
+    assert sorted(own.keys() - ref.keys()) == [] and sorted(ref.keys() - own.keys()) == []
+    assert own == ref
+    assert parameter_attrs(ours) == parameter_attrs(theirs)
+
+
+SAME_FUNCTION = [
+    ("PP-LCNet_x0_25", [2, 3, 32, 32]), ("PP-LCNet_x1_0_doc_ori", [2, 3, 40, 40]),
+    ("PP-LCNet_x0_25_textline_ori", [1, 3, 80, 160]),
+]
+
+
+@pytest.mark.parametrize("name, shape", SAME_FUNCTION, ids=[n for n, _ in SAME_FUNCTION])
+def test_eval_outputs_equal_paddleclas(name, shape):
+    assert min(shape[2:]) >= REGISTRY[name].cfg.min_input_size
+    assert_same_function(build_model(name, CLASSES, shape[-1]), reference(name), shape)
+
+
+def test_a_few_training_steps_move_every_weight():
+    paddle.seed(3)
+    model = build_model("PP-LCNet_x0_25", 4, 32)
+    model.train()
+    before = {k: v.numpy().copy() for k, v in model.named_parameters() if not v.stop_gradient}
+    opt = paddle.optimizer.Momentum(learning_rate=0.05, momentum=0.9, parameters=model.parameters())
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal([4, 3, 32, 32]).astype("float32"))
+    y = paddle.to_tensor(np.array([0, 1, 2, 3], dtype="int64"))
+    losses = []
+    for _ in range(3):
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+    assert all(np.isfinite(losses)), losses
+    assert [k for k, v in model.named_parameters() if k in before and np.array_equal(v.numpy(), before[k])] == []
+
+
+def test_train_mode_outputs_and_batch_norm_statistics_equal_paddleclas():
+    name = "PP-LCNet_x0_25"
+    ours, theirs = build_model(name, CLASSES, 32), reference(name)
+    state = randomise(theirs, seed=5)
+    ours.set_state_dict(state)
+    theirs.set_state_dict(state)
+    ours.train()
+    theirs.train()
+    x = paddle.to_tensor(np.random.default_rng(6).standard_normal([4, 3, 32, 32]).astype("float32"))
+    paddle.seed(7)
+    a = ours(x).numpy()
+    paddle.seed(7)
+    b = theirs(x).numpy()  # the same dropout mask from the same seed
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
+    theirs_after = theirs.state_dict()
+    for key, value in ours.state_dict().items():
+        if key.endswith(("_mean", "_variance")):
+            assert not np.array_equal(value.numpy(), state[key]), f"{key} was not updated"
+            np.testing.assert_allclose(value.numpy(), theirs_after[key].numpy(), rtol=1e-4, atol=1e-5, err_msg=key)
