@@ -88,6 +88,7 @@ def paddlex_url(name: str) -> str:
 FAMILIES = (
     "lenet",
     "pp_lcnet",
+    "pp_lcnet_v2",
     "pp_hgnet",
     "pp_hgnet_v2",
     "resnet",
