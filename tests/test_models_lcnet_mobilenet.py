@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import paddle
 import pytest
@@ -19,7 +21,7 @@ from paddleclas_ref import assert_same_function, randomise, ref_module
 
 pytestmark = pytest.mark.models
 
-FAMILIES = ("pp_lcnet", "pp_lcnet_v2")
+FAMILIES = ("pp_lcnet", "pp_lcnet_v2", "mobilenet_v1")
 NAMES = [name for name, spec in REGISTRY.items() if spec.family in FAMILIES]
 CLASSES = 10
 ARCH_KWARGS = ("stride_list", "use_last_conv")
@@ -28,6 +30,8 @@ ARCH_KWARGS = ("stride_list", "use_last_conv")
 def reference(name: str, num_classes: int = CLASSES) -> paddle.nn.Layer:
     """PaddleClas's network for a registered name, with the Arch arguments PaddleX's config passes."""
     spec = REGISTRY[name]
+    # PaddleClas's legacy BatchNorm logs a deprecation warning through ppcls's logger, set up by its engine.
+    ref_module("ppcls.utils.logger").init_logger(log_level=logging.ERROR)
     module = ref_module(f"ppcls.arch.backbone.legendary_models.{spec.family}")
     if spec.family == "pp_lcnet":  # PaddleClas's PPLCNet writes stride_list into its module-level NET_CONFIG
         for stage in ("blocks3", "blocks4", "blocks5", "blocks6"):
@@ -49,6 +53,7 @@ def test_the_families_register_every_paddlex_name():
     expected = {f"PP-LCNet_x{w}" for w in widths} | {
         "PP-LCNet_x0_25_textline_ori", "PP-LCNet_x1_0_textline_ori", "PP-LCNet_x1_0_doc_ori",
         "PP-LCNet_x1_0_table_cls"} | {f"PP-LCNetV2_{s}" for s in ("small", "base", "large")}
+    expected |= {f"MobileNetV1_x{w}" for w in ("0_25", "0_5", "0_75", "1_0")}
     assert set(NAMES) == expected
 
 
@@ -66,6 +71,7 @@ def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
 SAME_FUNCTION = [
     ("PP-LCNet_x0_25", [2, 3, 32, 32]), ("PP-LCNet_x1_0_doc_ori", [2, 3, 40, 40]),
     ("PP-LCNet_x0_25_textline_ori", [1, 3, 80, 160]), ("PP-LCNetV2_small", [2, 3, 40, 40]),
+    ("MobileNetV1_x0_75", [2, 3, 40, 40]),
 ]
 
 
@@ -75,7 +81,7 @@ def test_eval_outputs_equal_paddleclas(name, shape):
     assert_same_function(build_model(name, CLASSES, shape[-1]), reference(name), shape)
 
 
-@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small"])
+@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25"])
 def test_a_few_training_steps_move_every_weight(name):
     paddle.seed(3)
     model = build_model(name, 4, 32)
@@ -105,7 +111,7 @@ def is_inference_only(model: paddle.nn.Layer, name: str) -> bool:
     return name.split(".")[-2] == "dw_conv" and getattr(layer, "use_rep", False)
 
 
-@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small"])
+@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25"])
 def test_train_mode_outputs_and_batch_norm_statistics_equal_paddleclas(name):
     ours, theirs = build_model(name, CLASSES, 32), reference(name)
     state = randomise(theirs, seed=5)

@@ -92,6 +92,7 @@ FAMILIES = (
     "pp_hgnet",
     "pp_hgnet_v2",
     "resnet",
+    "mobilenet_v1",
 )
 
 
