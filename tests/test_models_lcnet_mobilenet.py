@@ -21,7 +21,7 @@ from paddleclas_ref import assert_same_function, randomise, ref_module
 
 pytestmark = pytest.mark.models
 
-FAMILIES = ("pp_lcnet", "pp_lcnet_v2", "mobilenet_v1")
+FAMILIES = ("pp_lcnet", "pp_lcnet_v2", "mobilenet_v1", "mobilenet_v3")
 NAMES = [name for name, spec in REGISTRY.items() if spec.family in FAMILIES]
 CLASSES = 10
 ARCH_KWARGS = ("stride_list", "use_last_conv")
@@ -54,6 +54,7 @@ def test_the_families_register_every_paddlex_name():
         "PP-LCNet_x0_25_textline_ori", "PP-LCNet_x1_0_textline_ori", "PP-LCNet_x1_0_doc_ori",
         "PP-LCNet_x1_0_table_cls"} | {f"PP-LCNetV2_{s}" for s in ("small", "base", "large")}
     expected |= {f"MobileNetV1_x{w}" for w in ("0_25", "0_5", "0_75", "1_0")}
+    expected |= {f"MobileNetV3_{s}_x{w}" for s in ("large", "small") for w in ("0_35", "0_5", "0_75", "1_0", "1_25")}
     assert set(NAMES) == expected
 
 
@@ -71,7 +72,8 @@ def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
 SAME_FUNCTION = [
     ("PP-LCNet_x0_25", [2, 3, 32, 32]), ("PP-LCNet_x1_0_doc_ori", [2, 3, 40, 40]),
     ("PP-LCNet_x0_25_textline_ori", [1, 3, 80, 160]), ("PP-LCNetV2_small", [2, 3, 40, 40]),
-    ("MobileNetV1_x0_75", [2, 3, 40, 40]),
+    ("MobileNetV1_x0_75", [2, 3, 40, 40]), ("MobileNetV3_large_x0_35", [2, 3, 40, 40]),
+    ("MobileNetV3_small_x0_5", [2, 3, 32, 32]),
 ]
 
 
@@ -81,7 +83,8 @@ def test_eval_outputs_equal_paddleclas(name, shape):
     assert_same_function(build_model(name, CLASSES, shape[-1]), reference(name), shape)
 
 
-@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25"])
+@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25",
+                                  "MobileNetV3_small_x0_35"])
 def test_a_few_training_steps_move_every_weight(name):
     paddle.seed(3)
     model = build_model(name, 4, 32)
@@ -111,7 +114,8 @@ def is_inference_only(model: paddle.nn.Layer, name: str) -> bool:
     return name.split(".")[-2] == "dw_conv" and getattr(layer, "use_rep", False)
 
 
-@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25"])
+@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25",
+                                  "MobileNetV3_small_x0_35"])
 def test_train_mode_outputs_and_batch_norm_statistics_equal_paddleclas(name):
     ours, theirs = build_model(name, CLASSES, 32), reference(name)
     state = randomise(theirs, seed=5)

@@ -93,6 +93,7 @@ FAMILIES = (
     "pp_hgnet_v2",
     "resnet",
     "mobilenet_v1",
+    "mobilenet_v3",
 )
 
 
