@@ -1,16 +1,21 @@
-"""PP-LCNet is PaddleClas's network: every registered name against PaddleClas 2.6.0's own definition
-(tests/paddleclas_ref.py).
+"""PP-LCNet, PP-LCNetV2, MobileNetV1 and MobileNetV3 are PaddleClas's networks: every registered name
+against PaddleClas 2.6.0's own definition (tests/paddleclas_ref.py), built with the Arch arguments of
+PaddleX's training config (class_num, stride_list, use_last_conv).
 
 - every name: the same parameter and buffer names and shapes and per parameter the same learning-rate
   multiplier, regularizer and trainability, built lazily (paddle.LazyGuard);
-- one variant per code path (with/without last conv, SE, the text-line models' (2, 1) strides): the same
-  eval outputs under identical random weights;
-- one net trains a few steps and every weight moves; train-mode outputs and batch-norm moving averages equal.
+- one variant per code path (PP-LCNet with/without last conv and with the text-line models' (2, 1) strides
+  at their real 80x160; PP-LCNetV2's rep/split/shortcut blocks; MobileNetV1's int(c*scale) widths;
+  MobileNetV3 large and small): the same eval outputs under identical random weights;
+- one net per family trains a few steps and every weight the forward uses moves; train-mode outputs (same
+  dropout seed) and batch-norm moving averages equal PaddleClas's.
 """
 
 from __future__ import annotations
 
+import ast
 import logging
+from pathlib import Path
 
 import numpy as np
 import paddle
@@ -25,6 +30,8 @@ FAMILIES = ("pp_lcnet", "pp_lcnet_v2", "mobilenet_v1", "mobilenet_v3")
 NAMES = [name for name, spec in REGISTRY.items() if spec.family in FAMILIES]
 CLASSES = 10
 ARCH_KWARGS = ("stride_list", "use_last_conv")
+PADDLEX_MODEL_LIST = Path("/tmp/wheels/px/paddlex/modules/image_classification/model_list.py")
+PREFIXES = ("PP-LCNet", "MobileNetV1", "MobileNetV3")  # every PaddleX name of these families
 
 
 def reference(name: str, num_classes: int = CLASSES) -> paddle.nn.Layer:
@@ -56,6 +63,15 @@ def test_the_families_register_every_paddlex_name():
     expected |= {f"MobileNetV1_x{w}" for w in ("0_25", "0_5", "0_75", "1_0")}
     expected |= {f"MobileNetV3_{s}_x{w}" for s in ("large", "small") for w in ("0_35", "0_5", "0_75", "1_0", "1_25")}
     assert set(NAMES) == expected
+
+
+@pytest.mark.skipif(not PADDLEX_MODEL_LIST.exists(), reason="the unpacked PaddleX wheel is not at /tmp/wheels/px")
+def test_every_paddlex_image_classification_name_of_the_families_is_registered():
+    tree = ast.parse(PADDLEX_MODEL_LIST.read_text())
+    models = next(ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign) and node.targets[0].id == "MODELS")
+    ours = [m for m in models if m.startswith(PREFIXES)]
+    assert len(ours) == len(NAMES) and set(ours) == set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
