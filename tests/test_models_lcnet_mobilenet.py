@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import paddle
 import pytest
+import yaml
 
 from paddledist.models import REGISTRY, build_model
 from paddleclas_ref import assert_same_function, randomise, ref_module
@@ -72,6 +73,17 @@ def test_every_paddlex_image_classification_name_of_the_families_is_registered()
                   if isinstance(node, ast.Assign) and node.targets[0].id == "MODELS")
     ours = [m for m in models if m.startswith(PREFIXES)]
     assert len(ours) == len(NAMES) and set(ours) == set(NAMES)
+
+
+@pytest.mark.skipif(not PADDLEX_MODEL_LIST.exists(), reason="the unpacked PaddleX wheel is not at /tmp/wheels/px")
+@pytest.mark.parametrize("name", NAMES)
+def test_the_official_weights_and_class_count_are_paddlex_s(name):
+    """`pretrain_weight_path: default` means the URL PaddleX's own module config for the model names."""
+    [config] = PADDLEX_MODEL_LIST.parents[2].glob(f"configs/modules/*/{name}.yaml")
+    train = yaml.safe_load(config.read_text())["Train"]
+    assert REGISTRY[name].cfg.url == train["pretrain_weight_path"]
+    if REGISTRY[name].cfg.num_classes != 1000:  # the special models' heads are PaddleX's class count
+        assert REGISTRY[name].cfg.num_classes == train["num_classes"]
 
 
 @pytest.mark.parametrize("name", NAMES)
