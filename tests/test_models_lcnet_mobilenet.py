@@ -86,6 +86,24 @@ def test_the_official_weights_and_class_count_are_paddlex_s(name):
         assert REGISTRY[name].cfg.num_classes == train["num_classes"]
 
 
+# The Arch sections of PaddleX's training configs (paddlex/repo_apis/PaddleClas_api/configs/<name>.yaml, not in the
+# wheel): reference() builds PaddleClas's network from the spec's kwargs, so they are pinned here independently.
+PADDLEX_ARCH = {
+    "PP-LCNet_x0_25_textline_ori": {"stride_list": [2, [2, 1], [2, 1], [2, 1], [2, 1]]},
+    "PP-LCNet_x1_0_textline_ori": {"stride_list": [2, [2, 1], [2, 1], [2, 1], [2, 1]]},
+    "PP-LCNet_x1_0_doc_ori": {"use_last_conv": False},
+}
+
+
+def test_the_special_models_take_paddlex_s_arch_arguments():
+    for name, arch in PADDLEX_ARCH.items():
+        kwargs = REGISTRY[name].kwargs
+        got = {k: [list(v) if isinstance(v, tuple) else v for v in kwargs[k]] if k == "stride_list" else kwargs[k]
+               for k in arch}
+        assert got == arch, name
+    assert [n for n in NAMES if set(REGISTRY[n].kwargs) & set(ARCH_KWARGS)] == list(PADDLEX_ARCH)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
     with paddle.LazyGuard():
