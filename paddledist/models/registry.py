@@ -90,6 +90,7 @@ FAMILIES = (
     "pp_hgnet",
     "pp_hgnet_v2",
     "resnet",
+    "convnext",
 )
 
 
