@@ -92,6 +92,13 @@ FAMILIES = (
     "pp_hgnet",
     "pp_hgnet_v2",
     "resnet",
+    "mobilenet_v1",
+    "mobilenet_v2",
+    "mobilenet_v3",
+    "mobilenet_v4",
+    "convnext",
+    "starnet",
+    "fasternet",
 )
 
 
