@@ -67,7 +67,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth = getattr(self, "_depth", 0) + 1
         if self._depth > MAX_DEPTH:
             mark = self.peek_event().start_mark
-            raise _Refused(f"line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+            raise _Refused(f"nested more than {MAX_DEPTH} levels deep", mark.line + 1)
         try:
             return super().compose_node(parent, index)
         finally:
@@ -91,13 +91,15 @@ class _BoundedLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key; SafeLoader reports it below
                 continue
             if first != key_node.start_mark.line + 1:
-                raise _Refused(f"line {key_node.start_mark.line + 1}: duplicate key {key!r} (first on line "
-                               f"{first}); keep one")
+                raise _Refused(f"duplicate key {key!r} (first on line {first}); keep one",
+                               key_node.start_mark.line + 1)
         return super().construct_mapping(node, deep)
 
 
 class _Refused(Exception):
-    pass
+    def __init__(self, message: str, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 def _expanded_size(node: yaml.Node, memo: dict) -> int:
@@ -120,7 +122,7 @@ def parse_yaml(text: str, where: str) -> Any:
     try:
         return loader.get_single_data()
     except _Refused as e:
-        raise UserError(f"{where}: {e}") from None
+        raise UserError(f"{where}{f':{e.line}' if e.line else ''}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
