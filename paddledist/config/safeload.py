@@ -118,8 +118,9 @@ def _expanded_size(node: yaml.Node, memo: dict) -> int:
 
 def parse_yaml(text: str, where: str) -> Any:
     """One YAML document, bounded; every problem is a `UserError` naming `where` (and the line)."""
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # its reader already refuses control characters
         return loader.get_single_data()
     except _Refused as e:
         raise UserError(f"{where}{f':{e.line}' if e.line else ''}: {e}") from None
@@ -131,7 +132,8 @@ def parse_yaml(text: str, where: str) -> Any:
     except RecursionError:  # not expected past the depth limit; kept so a deep input is never a traceback
         raise UserError(f"{where}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str, what: str) -> Any:
