@@ -42,6 +42,6 @@ setup(
     packages=find_packages(include=["paddledist", "paddledist.*"]),
     python_requires=">=3.10",
     install_requires=["pyyaml>=6.0", "omegaconf>=2.3", "pillow>=9.0", "numpy"] + paddle_requirement(),
-    extras_require={"test": ["pytest>=7"], "viz": ["visualdl"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6"], "viz": ["visualdl"]},
     entry_points={"console_scripts": ["paddledist=paddledist.cli:console_main"]},
 )

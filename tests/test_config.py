@@ -16,7 +16,7 @@ from paddledist.config.reference import field_docs, render
 from paddledist.errors import UserError
 
 SCHEMA_KEYS = {
-    "Global.model", "Global.mode", "Global.dataset_dir", "Global.device", "Global.output", "Global.seed",
+    "Global.model", "Global.mode", "Global.dataset_dir", "Global.device", "Global.output", "Global.seed", "Global.allow_outside_paths",
     "CheckDataset.convert.enable", "CheckDataset.convert.src_dataset_type",
     "CheckDataset.split.enable", "CheckDataset.split.train_percent", "CheckDataset.split.val_percent",
     "Train.num_classes", "Train.epochs_iters", "Train.batch_size", "Train.learning_rate",
@@ -149,9 +149,16 @@ def test_override_can_null_a_file_value(paddlex_yaml):
     assert load(str(paddlex_yaml), ["Train.dist_ips=null"]).Train.dist_ips is None
 
 
-@pytest.mark.parametrize("text", ["", "# only a comment\n", "Train:\n", "Train: {}\nEvaluate:\n"])
-def test_empty_file_or_sections_keep_defaults(write_yaml, text):
+@pytest.mark.parametrize("text", ["Train:\n", "Train: {}\nEvaluate:\n"])
+def test_empty_sections_keep_defaults(write_yaml, text):
     assert load(str(write_yaml(text))) == load(None)
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_an_empty_file_is_an_error_naming_it(write_yaml, text):
+    path = write_yaml(text)
+    with pytest.raises(UserError, match=f"config file {path} is empty"):
+        load(str(path))
 
 
 # --- the -o grammar ----------------------------------------------------------------------------

@@ -7,12 +7,12 @@ import os
 import typing
 from typing import Any, Iterable, List, Optional
 
-import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from paddledist.config.keys import lookup, type_name, unwrap_optional
 from paddledist.config.overrides import parse_value, split_overrides
+from paddledist.config.safeload import read_yaml
 from paddledist.config.schema import Config
 from paddledist.config.validate import normalise, validate
 from paddledist.errors import UserError
@@ -38,22 +38,15 @@ def load(path: Optional[str], overrides: Iterable[str] = ()) -> Config:
 
 
 def _read_yaml(path: str) -> dict:
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise UserError(f"config file not found: {path} (pass an existing YAML file with -c)")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        problem = getattr(e, "problem", None) or str(e)
-        raise UserError(f"malformed YAML at {where}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read config file {path}: {e}") from None
+    data = read_yaml(path, "config file (-c)")
     if data is None:
-        return {}
+        raise UserError(f"config file {path} is empty; put at least a Global: section in it "
+                        "(see configs/image_classification.yaml)")
     if not isinstance(data, dict):
-        raise UserError(f"{path}: top level must be a mapping of sections (Global, Train, ...)")
+        raise UserError(f"{path}: top level must be a mapping of sections (Global, Train, ...), "
+                        f"got a {type(data).__name__}")
     return data
 
 

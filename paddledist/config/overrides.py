@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import yaml
-
+from paddledist.config.safeload import parse_yaml
 from paddledist.errors import UserError
+
+MAX_VALUE_CHARS = 64 << 10
+"""An `-o` value's length (a list of a few thousand addresses fits)."""
 
 _NULLS = ("", "null", "Null", "NULL", "~")
 
@@ -21,10 +23,16 @@ def parse_value(text: str, as_text: bool = False) -> Any:
     stripped = text.strip()
     if as_text and stripped not in _NULLS and not _is_quoted(stripped):
         return stripped
+    if not stripped:
+        return None
+    if len(text) > MAX_VALUE_CHARS:
+        raise UserError(f"-o value of {len(text)} characters is longer than the {MAX_VALUE_CHARS} allowed")
     try:
-        return yaml.safe_load(text) if stripped else None
-    except yaml.YAMLError:
-        return text
+        return parse_yaml(text, "-o value")
+    except UserError as e:
+        if "malformed YAML" in str(e):  # not YAML: the text itself (a path with a ':' or '#', ...)
+            return text
+        raise
 
 
 def _is_quoted(text: str) -> bool:

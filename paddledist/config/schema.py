@@ -27,7 +27,9 @@ class GlobalConfig:
     output: str = "./output"
     """Folder for results, checkpoints, logs and the saved config.yaml."""
     seed: int = 42
-    """(paddledist) Seed for data order, augmentation and initialisation."""
+    """(paddledist) Seed for data order, augmentation and initialisation, 0 to 2147483647."""
+    allow_outside_paths: bool = False
+    """(paddledist) Let train.txt/val.txt list absolute paths or paths with `..` that leave Global.dataset_dir (refused by default: a list from elsewhere could read any file)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class TrainConfig:
     augment: bool = True
     """(paddledist) Random augmentation in training."""
     input_size: int = 32
-    """(paddledist) Side length images are resized to."""
+    """(paddledist) Side length images are resized to, 8 to 1024."""
     num_workers: int = 0
     """(paddledist) Data-loader worker processes per rank (0 = load in the training process)."""
     momentum: float = 0.9

@@ -16,7 +16,15 @@ _MINIMA = {
     "Train.save_interval": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
     "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
     "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
-    "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True),
+    "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False),
+    "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True), "Global.seed": (0, True),
+}
+# key -> maximum: past these a job fails deep inside paddle or numpy (a seed past 2**31 - 1, a 10**6-pixel
+# side's first batch), after files were written; refused up front instead
+_MAXIMA = {
+    "Global.seed": 2**31 - 1, "Train.input_size": 1024, "Train.batch_size": 1 << 16, "Train.epochs_iters": 1 << 20,
+    "Train.num_classes": 1 << 20, "Train.num_workers": 64, "Train.accum_steps": 1 << 16,
+    "Train.peer_timeout": 86400, "Predict.batch_size": 1 << 16,
 }
 
 
@@ -36,6 +44,11 @@ def validate(cfg: Config) -> None:
         if not (value >= low if inclusive else value > low) or not math.isfinite(value):
             kind = "a finite number " if isinstance(value, float) else ""
             raise UserError(f"{key} must be {kind}{bound}, got {value} (set it in the config or with -o {key}=...)")
+    for key, high in _MAXIMA.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value > high:
+            raise UserError(f"{key} must be <= {high}, got {value} (set it in the config or with -o {key}=...)")
     if cfg.Train.port > 65535 - 16:
         raise UserError(f"Train.port must leave room for the job's ports below 65535, got {cfg.Train.port}")
     if cfg.Train.heartbeat_timeout < 2 * cfg.Train.heartbeat_interval:

@@ -14,6 +14,12 @@ def lr_factor(step: int, total_steps: int, warmup_steps: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def resume_step(epochs_done: int, updates_per_epoch: int) -> int:
+    """Where a resumed schedule continues: the update that `epochs_done` full epochs reach at today's
+    updates per epoch (the same fraction of the data seen, whatever the global batch was before)."""
+    return epochs_done * updates_per_epoch
+
+
 def scaled_lr(base_lr: float, batch_size: int, world_size: int, accum_steps: int, scale: bool) -> float:
     """Linear scaling rule: the base rate belongs to one process's batch; scale by the global batch."""
     return base_lr * world_size * accum_steps if scale else base_lr

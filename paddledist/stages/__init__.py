@@ -32,6 +32,9 @@ def run_pipeline(cfg: Config, config_path: str, overrides: list[str], dry_run: b
 
     if launch.in_worker(os.environ):
         return run_in_worker(cfg, dry_run)
+    from paddledist.stages.output_check import check_output
+
+    check_output(cfg, cfg.Global.mode)
     for stage in cfg.Global.mode:
         code = run_stage(cfg, stage, config_path, overrides, dry_run)
         if code != 0:

@@ -13,7 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Optional
 
-from paddledist.data.formats import SYNTHETIC, DecodeError, decode_image, load_samples
+from paddledist.config.safeload import MAX_LIST_BYTES, read_text
+from paddledist.data.formats import (MAX_CLASSES, SYNTHETIC, DecodeError, decode_image, is_int_label, load_samples,
+                                     outside)
 from paddledist.errors import UserError
 
 SPLITS = ("train", "val")
@@ -106,20 +108,19 @@ def check_label_file(path: str, num_classes: int) -> tuple[list[str], list[Probl
     names: dict[int, str] = {}
     first_line: dict[int, int] = {}
     problems = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            key, _, name = line.strip().partition(" ")
-            if not key:
-                continue
-            where = f"{path}:{lineno}"
-            if not key.isdigit():
-                problems.append(Problem("label_file", where,
-                                        f"expected 'id name' with an integer id, got {line.strip()!r}"))
-            elif int(key) in names:
-                problems.append(Problem("label_file", where, f"duplicate label id {int(key)} (first on line "
-                                                             f"{first_line[int(key)]})"))
-            else:
-                names[int(key)], first_line[int(key)] = name.strip() or key, lineno
+    for lineno, line in enumerate(read_text(path, "label.txt").split("\n"), 1):
+        key, _, name = line.strip().partition(" ")
+        if not key:
+            continue
+        where = f"{path}:{lineno}"
+        if not is_int_label(key) or key.startswith("-") or int(key) >= MAX_CLASSES:
+            problems.append(Problem("label_file", where,
+                                    f"expected 'id name' with an integer id, got {line.strip()!r}"))
+        elif int(key) in names:
+            problems.append(Problem("label_file", where, f"duplicate label id {int(key)} (first on line "
+                                                         f"{first_line[int(key)]})"))
+        else:
+            names[int(key)], first_line[int(key)] = name.strip() or key, lineno
     problems += _label_id_problems(path, sorted(names), num_classes)
     return [names.get(i, str(i)) for i in range(max(names, default=-1) + 1)], problems
 
@@ -147,15 +148,14 @@ def _check_list(dataset_dir: str, split: str, num_classes: int, report: Report) 
                                                                   f"{', '.join(s + '.txt' for s in SPLITS)})"))
         return None
     rows, labels, paths = [], [], []
-    with open(list_path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            parsed = _parse_line(f"{list_path}:{lineno}", line, num_classes, report.problems)
-            if parsed is None:
-                continue
-            rel, label = parsed
-            labels.append(label)
-            paths.append(os.path.join(dataset_dir, rel))
-            rows.append((f"{list_path}:{lineno}", rel, paths[-1]))
+    for lineno, line in enumerate(read_text(list_path, f"the {split} list", MAX_LIST_BYTES).split("\n"), 1):
+        parsed = _parse_line(f"{list_path}:{lineno}", line, num_classes, report.problems)
+        if parsed is None:
+            continue
+        rel, label = parsed
+        labels.append(label)
+        paths.append(os.path.join(dataset_dir, rel))
+        rows.append((f"{list_path}:{lineno}", rel, paths[-1]))
     report.labels[split], report.paths[split] = labels, paths
     if not labels:
         report.problems.append(Problem("empty_split", list_path, f"the {split} split has no samples"))
@@ -176,7 +176,11 @@ def _parse_line(where: str, line: str, num_classes: int, problems: list) -> Opti
         return None
     rel, label = parts
     if not _is_int(label):
-        problems.append(Problem("bad_line", where, f"label {label!r} is not an integer"))
+        problems.append(Problem("bad_line", where, f"label {label[:40]!r} is not an integer of at most 9 digits"))
+        return None
+    if outside(rel):
+        problems.append(Problem("outside", where, f"{rel[:200]!r} is outside the dataset folder; list paths "
+                                                  "relative to it (or set Global.allow_outside_paths=true)"))
         return None
     if not 0 <= int(label) < num_classes:
         problems.append(Problem("label_range", where, f"{rel}: label {int(label)} is outside [0, Train.num_classes="
@@ -185,7 +189,7 @@ def _parse_line(where: str, line: str, num_classes: int, problems: list) -> Opti
 
 
 def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit()
+    return is_int_label(text)
 
 
 def check_images(rows: list) -> list[Problem]:

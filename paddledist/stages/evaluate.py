@@ -12,7 +12,7 @@ import os
 from typing import Iterable
 
 from paddledist.config import Config
-from paddledist.data.formats import load_samples
+from paddledist.data.formats import check_files, load_samples
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.results import write_json
 from paddledist.errors import UserError
@@ -27,7 +27,8 @@ RESULT = "evaluate_result.json"
 def preflight(cfg: Config, dist: DistEnv):
     """Model name, validation data and (rank 0) the weight file, before anything is written."""
     check_model_name(cfg.Global.model)
-    val = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed)
+    val = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed, cfg.Global.allow_outside_paths)
+    check_files(val)
     if len(val) == 0:
         raise UserError(f"{cfg.Global.dataset_dir}: the val split is empty; evaluate needs validation samples")
     check_labels(val, cfg.Train.num_classes, cfg.Global.dataset_dir)

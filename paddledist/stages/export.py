@@ -16,7 +16,8 @@ import shutil
 import yaml
 
 from paddledist.config import Config
-from paddledist.data.formats import load_samples
+from paddledist.config.safeload import read_text
+from paddledist.data.formats import MAX_CLASSES, is_int_label, load_samples
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
 from paddledist.models import check_model_name
@@ -84,7 +85,7 @@ def label_names(cfg: Config) -> list[str]:
     names = _label_dict(os.path.join(cfg.Global.output, "label_dict.txt"))
     if not names:
         try:
-            names = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed).label_names
+            names = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed, True).label_names
         except UserError:
             names = []
     names = [str(x) for x in names][:n]
@@ -95,11 +96,10 @@ def _label_dict(path: str) -> list[str]:
     if not os.path.isfile(path):
         return []
     found = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            key, _, name = line.rstrip("\n").partition(" ")
-            if key.isdigit():
-                found[int(key)] = name or key
+    for line in read_text(path, "label_dict.txt").split("\n"):
+        key, _, name = line.partition(" ")
+        if is_int_label(key) and not key.startswith("-") and int(key) < MAX_CLASSES:
+            found[int(key)] = name or key
     return [found.get(i, str(i)) for i in range(max(found, default=-1) + 1)]
 
 

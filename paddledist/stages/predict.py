@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import yaml
 from PIL import Image
 
 from paddledist.config import Config, parse_device
+from paddledist.config.safeload import read_yaml
 from paddledist.data.formats import DecodeError, decode_image
 from paddledist.engine.distenv import DistEnv
 from paddledist.engine.results import write_json
@@ -84,13 +84,12 @@ def read_model_dir(model_dir: str) -> Exported:
                         "inference.pdiparams, inference.yml); run export first (-o Global.mode=export) or set "
                         "-o Predict.model_dir=PATH")
     try:
-        with open(yml, encoding="utf-8") as f:
-            spec = yaml.safe_load(f)
+        spec = read_yaml(yml, "Predict.model_dir")
         pre = spec["PreProcess"]
         assert pre["layout"] == "CHW" and pre["channel_order"] in ("RGB", "BGR")
         assert pre.get("interpolation", "bilinear") in INTERPOLATION and len(pre["resize"]) == 2
         assert len(pre["mean"]) == len(pre["std"]) == 3 and spec["PostProcess"]["label_names"] is not None
-    except (yaml.YAMLError, KeyError, TypeError, AssertionError):
+    except (KeyError, TypeError, AssertionError):
         raise UserError(f"Predict.model_dir: {yml} is not an inference.yml this version wrote; export again") from None
     return Exported(program, params, spec)
 

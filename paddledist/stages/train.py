@@ -13,7 +13,7 @@ from paddledist.engine import cpu, gradsync
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
                                      VisualDLHook)
-from paddledist.engine.schedule import lr_factor, scaled_lr
+from paddledist.engine.schedule import lr_factor, resume_step, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.models import build_model
 from paddledist.stages.common import set_device, setup_logging
@@ -61,6 +61,8 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler))
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
     state = restore(model, optimizer, resume) if resume else TrainState()
+    if resume:
+        continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps))
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
                                                    scaler)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
@@ -82,6 +84,20 @@ def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
     optimizer = paddle.optimizer.Momentum(learning_rate=scheduler, momentum=t.momentum, parameters=model.parameters(),
                                           weight_decay=paddle.regularizer.L2Decay(t.weight_decay))
     return optimizer, scheduler
+
+
+def continue_schedule(scheduler, state: TrainState, updates_per_epoch: int) -> None:
+    """The LR schedule continues by progress, not by the saved step count: a resume with another batch size,
+    world size or accumulation has another number of updates per epoch, and replaying the saved count against
+    it put the learning rate back near its peak (and left it above 0 at the end). Checkpoints are taken at
+    epoch ends, so the epochs done measure the samples seen."""
+    step = resume_step(state.start_epoch - 1, updates_per_epoch)
+    if step != state.global_step:
+        log.info("resume: %d updates per epoch now (the checkpoint's run made %d updates in %d epochs); the "
+                 "learning-rate schedule continues at update %d, by the epochs done", updates_per_epoch,
+                 state.global_step, state.start_epoch - 1, step)
+    scheduler.step(step)
+    state.global_step = step
 
 
 def load_pretrained(model, params: dict, path: str) -> None:

@@ -6,7 +6,7 @@ resume or pretrained file needs it, to build the model they must fit)."""
 from __future__ import annotations
 
 from paddledist.config import Config
-from paddledist.data.formats import load_samples
+from paddledist.data.formats import check_files, load_samples
 from paddledist.engine import checkpoint
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
@@ -17,11 +17,13 @@ from paddledist.stages.common import check_labels
 def preflight(cfg: Config, dist: DistEnv):
     """Everything checkable before anything is written: model, data, labels, weight files."""
     check_model_name(cfg.Global.model)
-    train, val = (load_samples(cfg.Global.dataset_dir, split, cfg.Global.seed) for split in ("train", "val"))
+    g = cfg.Global
+    train, val = (load_samples(g.dataset_dir, split, g.seed, g.allow_outside_paths) for split in ("train", "val"))
     for samples, split in ((train, "train"), (val, "val")):
         if len(samples) == 0:
             raise UserError(f"{cfg.Global.dataset_dir}: the {split} split is empty")
         check_labels(samples, cfg.Train.num_classes, cfg.Global.dataset_dir)
+        check_files(samples)
     resume = _read_weights(cfg.Train.resume_path, "Train.resume_path", dist)
     pretrain = _read_weights(cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist)
     if resume or pretrain:
