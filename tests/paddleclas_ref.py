@@ -78,8 +78,34 @@ def randomise(model, seed: int = 0) -> dict:
     return state
 
 
-def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4) -> None:
-    """Same state_dict names and shapes; theirs' random weights loaded into ours by name; same eval outputs."""
+def lively_state(model, seed: int = 0, gain: float = 1.0) -> dict:
+    """Random weights under which a deep net's output depends on its input. `randomise`'s 0.1-scaled weights
+    and norm scales shrink the signal several-fold a layer, so after 15-50 layers the logits are the head's
+    bias and any two functions look equal. Here convs and linears get He-scaled weights (x gain, e.g. 2 for
+    hardswish's halving near 0), norm scales near 1 and variances in [0.75, 1.25], small random biases."""
+    rng = np.random.default_rng(seed)
+    state = randomise(model, seed)
+    for name, tensor in model.state_dict().items():
+        shape = list(tensor.shape)
+        if name not in state or state[name].dtype != np.float32:
+            continue
+        noise = rng.standard_normal(shape).astype("float32")
+        if len(shape) >= 2:
+            fan_in = shape[0] if len(shape) == 2 else int(np.prod(shape[1:]))  # paddle's Linear is [in, out]
+            state[name] = noise * np.float32(gain * np.sqrt(2.0 / fan_in))
+        elif name.endswith(("_variance", "running_var")):
+            state[name] = np.abs(noise) * 0.5 + 0.75
+        elif name.endswith(("weight", "gamma", "layer_scale", ".scale")):
+            state[name] = 1.0 + 0.1 * noise
+        else:
+            state[name] = 0.1 * noise
+    return state
+
+
+def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4, gain: float = 1.0,
+                         input_scale: float = 1.0) -> None:
+    """Same state_dict names and shapes; theirs' lively random weights loaded into ours by name; the same eval
+    outputs for a batch of different images, whose outputs must differ (else the comparison proves nothing)."""
     import paddle
 
     own = {k: list(v.shape) for k, v in ours.state_dict().items()}
@@ -87,15 +113,18 @@ def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4)
     assert own.keys() == ref.keys(), (
         f"names differ: only ours {sorted(own.keys() - ref.keys())[:8]}, only theirs {sorted(ref.keys() - own.keys())[:8]}")
     assert own == ref, [f"{k}: {own[k]} vs {ref[k]}" for k in own if own[k] != ref[k]][:8]
-    state = randomise(theirs, seed)
+    assert shape[0] >= 2, "two images at least: the check needs outputs that differ"
+    state = lively_state(theirs, seed, gain)
     theirs.set_state_dict(state)
     ours.set_state_dict(state)
     theirs.eval()
     ours.eval()
-    x = paddle.to_tensor(np.random.default_rng(seed + 1).standard_normal(shape).astype("float32"))
+    x = paddle.to_tensor(input_scale * np.random.default_rng(seed + 1).standard_normal(shape).astype("float32"))
     with paddle.no_grad():
         a, b = ours(x), theirs(x)
     a = a.numpy() if hasattr(a, "numpy") else a
     b = b.numpy() if hasattr(b, "numpy") else b
     scale = max(1.0, float(np.abs(b).max()))
+    spread = float(np.abs(b[0] - b[1]).max())
+    assert spread > 1e-2 * scale, f"the outputs hardly depend on the input ({spread:.2e}): a vacuous check"
     np.testing.assert_allclose(a, b, rtol=0, atol=atol * scale)

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import randomise, ref_module
+from paddleclas_ref import assert_same_function, randomise, ref_module
 
 pytestmark = pytest.mark.models
 
@@ -117,47 +117,18 @@ def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
 
 SAME_FUNCTION = [
     ("PP-LCNet_x0_25", [2, 3, 32, 32]), ("PP-LCNet_x1_0_doc_ori", [2, 3, 40, 40]),
-    ("PP-LCNet_x0_25_textline_ori", [1, 3, 80, 160]), ("PP-LCNetV2_small", [2, 3, 40, 40]),
+    ("PP-LCNet_x0_25_textline_ori", [2, 3, 80, 160]), ("PP-LCNetV2_small", [2, 3, 40, 40]),
     ("MobileNetV1_x0_75", [2, 3, 40, 40]), ("MobileNetV3_large_x0_35", [2, 3, 40, 40]),
     ("MobileNetV3_small_x0_5", [2, 3, 32, 32]),
 ]
 
 
-def lively_state(model: paddle.nn.Layer, seed: int, gain: float) -> dict:
-    """Random weights under which the output depends on the input: paddleclas_ref.randomise's 0.1-scaled
-    weights and batch-norm scales shrink the signal to nothing over these 15-20 layer nets (the logits are
-    then the fc bias and any two functions look equal). Convs and linears get Kaiming-scaled weights (x gain,
-    for hardswish's halving near 0), batch norms scales near 1 and variances in [0.5, 1.5]."""
-    rng = np.random.default_rng(seed)
-    state = randomise(model, seed)
-    for key, tensor in model.state_dict().items():
-        shape = list(tensor.shape)
-        if key.endswith("_variance"):
-            state[key] = rng.uniform(0.5, 1.5, shape).astype("float32")
-        elif key.endswith(".bn.weight") or ".bn." in key and key.endswith("weight"):
-            state[key] = (1 + 0.2 * rng.standard_normal(shape)).astype("float32")
-        elif len(shape) in (2, 4) and key.endswith("weight"):
-            fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
-            state[key] = (gain * np.sqrt(2.0 / fan_in) * rng.standard_normal(shape)).astype("float32")
-    return state
-
-
 @pytest.mark.parametrize("name, shape", SAME_FUNCTION, ids=[n for n, _ in SAME_FUNCTION])
 def test_eval_outputs_equal_paddleclas(name, shape):
     assert min(shape[2:]) >= REGISTRY[name].cfg.min_input_size
-    ours, theirs = build_model(name, CLASSES, shape[-1]), reference(name)
-    state = lively_state(theirs, seed=0, gain=2.0 if REGISTRY[name].family == "pp_lcnet" else 1.0)
-    ours.set_state_dict(state)
-    theirs.set_state_dict(state)
-    ours.eval()
-    theirs.eval()
-    rng = np.random.default_rng(1)
-    x, x2 = (paddle.to_tensor(rng.standard_normal(shape).astype("float32")) for _ in range(2))
-    with paddle.no_grad():
-        a, b, b2 = ours(x).numpy(), theirs(x).numpy(), theirs(x2).numpy()
-    scale = max(1.0, float(np.abs(b).max()))
-    assert np.abs(b - b2).max() > 1e-2 * scale, "the output does not depend on the input: a vacuous check"
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * scale)
+    # hardswish halves the signal near 0 (PP-LCNet); MobileNetV1's 28 conv-bn-relu layers lose it slowly too
+    gain = 2.0 if REGISTRY[name].family in ("pp_lcnet", "mobilenet_v1") else 1.0
+    assert_same_function(build_model(name, CLASSES, shape[-1]), reference(name), shape, gain=gain)
 
 
 @pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25",
