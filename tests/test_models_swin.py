@@ -4,8 +4,9 @@ ppcls.arch.backbone.legendary_models.swin_transformer).
 - every name: the same parameter and buffer names and shapes and per-parameter attributes, built under
   paddle.LazyGuard (both build lazily, so even the large window-12 model costs well under a second), and the
   same relative-position index buffers (ours computed independently; the output checks load theirs);
-- eval outputs for the tiny (window 7 at 224 px: the last stage is one 7x7 window, still shifted and masked)
-  and for base window 12 at 384 px, under identical random weights, for two inputs whose outputs must differ;
+- eval outputs, under identical random weights for two inputs whose outputs must differ: the tiny (window 7
+  at 224 px: the last stage is one 7x7 window, still shifted and masked; and at 102 px, PaddleClas's
+  zero-padding paths), and window 12 at 384 px on the tiny's widths (base/large at 384 cost 48 s);
 - train mode with stochastic depth under one paddle.seed: the same outputs (the same draws in the same order);
 - the tiny trains a few steps and every weight moves;
 - the specs: fixed input side, and the weight URL PaddleX's own module config names.
@@ -21,6 +22,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
+from paddledist.models.swin_transformer import swin_transformer
 from paddleclas_ref import randomise, ref_module
 
 pytestmark = pytest.mark.models
@@ -104,22 +106,38 @@ def _outputs(model, xs):
         return [model(x).numpy() for x in xs]
 
 
-@pytest.mark.parametrize("name", ["SwinTransformer_tiny_patch4_window7_224",
-                                  "SwinTransformer_base_patch4_window12_384"])
-def test_eval_outputs_equal_paddleclas_and_depend_on_the_input(name):
-    side = REGISTRY[name].cfg.input_size
-    ours, theirs = build_model(name, CLASSES, side), reference(name)
+def assert_same_outputs(ours, theirs, side: int, extra_sides=()) -> None:
+    """Identical lively weights; eval outputs equal for two inputs at `side` (which must differ from each
+    other) and for one input at each of `extra_sides`."""
     state = lively(theirs, seed=0)
     ours.set_state_dict(state), theirs.set_state_dict(state)
     ours.eval(), theirs.eval()
     rng = np.random.default_rng(1)
-    xs = [paddle.to_tensor(rng.standard_normal([1, 3, side, side]).astype("float32")) for _ in range(2)]
+    xs = [paddle.to_tensor(rng.standard_normal([1, 3, s, s]).astype("float32")) for s in (side, side, *extra_sides)]
     mine, ref = _outputs(ours, xs), _outputs(theirs, xs)
     tol = 1e-4 * max(1.0, float(np.abs(np.stack(ref)).max()))
     for a, b in zip(mine, ref):
         np.testing.assert_allclose(a, b, rtol=0, atol=tol)
     # Random weights too small would make every input give the same logits, and any two nets look equal.
     assert float(np.abs(ref[0] - ref[1]).max()) > 100 * tol
+
+
+def test_eval_outputs_equal_paddleclas_window7_at_224_and_padded_at_102px():
+    """Window 7 at its real 224 px; then 102 px, where PaddleClas zero-pads the patch grid (102 -> 104),
+    every window partition (26 -> 28, 13 -> 14, 7 -> 7, 4 -> 7) and the odd-sided merges (13, 7)."""
+    name = "SwinTransformer_tiny_patch4_window7_224"
+    assert_same_outputs(build_model(name, CLASSES, 224), reference(name), 224, extra_sides=(102,))
+
+
+def test_eval_outputs_equal_paddleclas_window12_at_384():
+    """Window 12 (the 23x23 bias table, shift 6, the 96/48/24/12 grids at 384 px) on the tiny's widths:
+    PaddleClas's SwinTransformer class with the same arguments our builder takes. The registered window-12
+    models (base, large) took 48 s for this check on the shared CPU; their shapes are checked above."""
+    module = ref_module("ppcls.arch.backbone.legendary_models.swin_transformer")
+    theirs = module.SwinTransformer(img_size=384, class_num=CLASSES, embed_dim=96, depths=[2, 2, 6, 2],
+                                    num_heads=[3, 6, 12, 24], window_size=12, drop_path_rate=0.2)
+    ours = swin_transformer(CLASSES, 384, size="tiny", window_size=12)
+    assert_same_outputs(ours, theirs, 384)
 
 
 def test_train_mode_drop_path_equals_paddleclas_under_one_seed():
