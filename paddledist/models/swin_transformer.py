@@ -105,7 +105,8 @@ class WindowAttention(nn.Layer):
 class Mlp(nn.Layer):
     def __init__(self, dim: int, hidden: int, drop: float = 0.0) -> None:
         super().__init__()
-        self.fc1, self.act, self.fc2, self.drop = nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim), nn.Dropout(drop)
+        self.fc1, self.act = nn.Linear(dim, hidden), nn.GELU()
+        self.fc2, self.drop = nn.Linear(hidden, dim), nn.Dropout(drop)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
