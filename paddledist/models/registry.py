@@ -97,6 +97,7 @@ FAMILIES = (
     "mobilenet_v3",
     "mobilenet_v4",
     "convnext",
+    "swin_transformer",
     "starnet",
     "fasternet",
 )
