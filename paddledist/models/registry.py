@@ -22,7 +22,7 @@ class OptimizerCfg:
     """The optimizer and schedule PaddleX's training config for the model uses (its `Optimizer:` section)."""
 
     name: str = "Momentum"
-    """Momentum or AdamW."""
+    """Momentum, AdamW or AdamWDL (AdamW with layer-wise lr decay, PaddleClas's)."""
     momentum: float = 0.9
     """Momentum only."""
     weight_decay: float = 1e-4
@@ -40,6 +40,12 @@ class OptimizerCfg:
     """PaddleX's base learning rate for the model (Train.learning_rate in a PaddleX config wins)."""
     warmup_epochs: int = 5
     """PaddleX's warm-up epochs (Train.warmup_steps in a PaddleX config wins)."""
+    layerwise_decay: Optional[float] = None
+    """AdamWDL: each transformer block's lr is scaled by decay**(layers - depth), embeddings lowest
+    (PaddleX's layerwise_decay); None: no layer-wise decay."""
+    filter_bias_and_bn: bool = False
+    """AdamWDL: biases and norm weights (1-D parameters) and the model's no_weight_decay() names get no decay
+    (PaddleX's filter_bias_and_bn)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ FAMILIES = (
     "mobilenet_v3",
     "mobilenet_v4",
     "convnext",
+    "vision_transformer",
     "starnet",
     "fasternet",
 )
