@@ -41,11 +41,11 @@ class OptimizerCfg:
     warmup_epochs: int = 5
     """PaddleX's warm-up epochs (Train.warmup_steps in a PaddleX config wins)."""
     layerwise_decay: Optional[float] = None
-    """AdamWDL: each transformer block's lr is scaled by decay**(layers - depth), embeddings lowest
-    (PaddleX's layerwise_decay); None: no layer-wise decay."""
+    """AdamWDL (PaddleX's layerwise_decay): the lr of `blocks.<i>.*` is scaled by decay**(L - i) and of names
+    containing "embed" by decay**(L + 1), L = the model's get_num_layers(); None: no layer-wise decay."""
     filter_bias_and_bn: bool = False
-    """AdamWDL: biases and norm weights (1-D parameters) and the model's no_weight_decay() names get no decay
-    (PaddleX's filter_bias_and_bn)."""
+    """AdamWDL (PaddleX's filter_bias_and_bn): 1-D parameters (biases, norm weights) and the names in the
+    model's no_weight_decay() get no weight decay."""
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,14 @@ class CLIPVisionTransformer(nn.Layer):
         self.blocks.apply(_init_linear)
         self.head = Head(embed_dim, num_classes, head_init_scale)
 
+    def get_num_layers(self) -> int:
+        """The L of AdamWDL's layer-wise lr decay (PaddleClas's method name)."""
+        return len(self.blocks)
+
+    def no_weight_decay(self) -> set:
+        """Names AdamWDL's filter_bias_and_bn exempts from weight decay (PaddleClas's method name)."""
+        return {"pos_embed", "cls_token"}
+
     def _position(self, grid: tuple) -> paddle.Tensor:
         if grid == self.grid:
             return self.pos_embed
