@@ -160,7 +160,9 @@ def _init_linear(m: nn.Layer) -> None:
 
 def clip_vit(num_classes: int = 1000, input_size: int = 224, variant: str = "base_patch16",
              use_fused_attn: bool = False, use_fused_linear: bool = False, **kwargs) -> nn.Layer:
-    """`use_fused_*` are accepted for PaddleX's Arch keys; they choose kernels, not the function."""
+    """`use_fused_*` are accepted for PaddleX's Arch keys; they choose kernels, not the function.
+    `input_size` does not change the network: PaddleClas's CLIP_* builders fix img_size=224 (the position
+    embeddings' shape in the weight files) and resize the embeddings at run time for other inputs."""
     patch, dim, depth, heads, first_patch = VARIANTS[variant]
     kwargs.setdefault("depth", depth)  # a shallower net of the same class, for tests
     return CLIPVisionTransformer(patch, dim, num_heads=heads, first_patch=first_patch,
