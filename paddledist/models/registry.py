@@ -22,7 +22,7 @@ class OptimizerCfg:
     """The optimizer and schedule PaddleX's training config for the model uses (its `Optimizer:` section)."""
 
     name: str = "Momentum"
-    """Momentum or AdamW."""
+    """Momentum, AdamW or AdamWDL (AdamW with layer-wise lr decay, PaddleClas's)."""
     momentum: float = 0.9
     """Momentum only."""
     weight_decay: float = 1e-4
@@ -40,6 +40,12 @@ class OptimizerCfg:
     """PaddleX's base learning rate for the model (Train.learning_rate in a PaddleX config wins)."""
     warmup_epochs: int = 5
     """PaddleX's warm-up epochs (Train.warmup_steps in a PaddleX config wins)."""
+    layerwise_decay: Optional[float] = None
+    """AdamWDL (PaddleX's layerwise_decay): the lr of `blocks.<i>.*` is scaled by decay**(L - i) and of names
+    containing "embed" by decay**(L + 1), L = the model's get_num_layers(); None: no layer-wise decay."""
+    filter_bias_and_bn: bool = False
+    """AdamWDL (PaddleX's filter_bias_and_bn): 1-D parameters (biases, norm weights) and the names in the
+    model's no_weight_decay() get no weight decay."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ FAMILIES = (
     "mobilenet_v4",
     "convnext",
     "swin_transformer",
+    "vision_transformer",
     "starnet",
     "fasternet",
 )
