@@ -40,6 +40,11 @@ class OptimizerCfg:
     """PaddleX's base learning rate for the model (Train.learning_rate in a PaddleX config wins)."""
     warmup_epochs: int = 5
     """PaddleX's warm-up epochs (Train.warmup_steps in a PaddleX config wins)."""
+    schedule: str = "cosine"
+    """The learning-rate schedule after warm-up: cosine (to 0 at the last epoch) or piecewise (x0.1 at each of
+    decay_epochs, PaddleClas's Piecewise for the plain ResNets)."""
+    decay_epochs: tuple = (30, 60, 90)
+    """piecewise only: the epochs after which the rate drops tenfold."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,9 @@ class PretrainedCfg:
     """Smallest input side the architecture accepts (its total stride, or input_size when fixed)."""
     fixed_input_size: bool = False
     """True where the network only runs at input_size (position embeddings, attention windows)."""
+    train_crop: str = "random_resized_crop"
+    """Training augmentation: random_resized_crop (+ horizontal flip, PaddleClas's RandCropImage and
+    RandFlipImage for ImageNet models) or pad_crop (resize, pad by 1/8 and random crop: small images)."""
     optimizer: OptimizerCfg = field(default_factory=OptimizerCfg)
 
 
@@ -76,6 +84,9 @@ class ModelSpec:
     cfg: PretrainedCfg = field(default_factory=PretrainedCfg)
     paddleclas_name: Optional[str] = None
     """The PaddleClas architecture this network equals (Arch.name in PaddleX's training config)."""
+    classifier: tuple = ("fc",)
+    """The classifier head's parameter-name prefixes (timm's `classifier`): on fine-tuning with another class
+    count these tensors are replaced (kept freshly initialised); every other tensor must fit."""
 
 
 def paddlex_url(name: str) -> str:

@@ -17,6 +17,7 @@ from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_gr
 from paddledist.engine.results import write_json
 from paddledist.errors import UserError
 from paddledist.models import check_model_name
+from paddledist.models.recipe import recipe
 from paddledist.stages import weights
 from paddledist.stages.common import check_labels, set_device, setup_logging
 
@@ -47,7 +48,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
     if dist.is_main:
         log.info("evaluating %s on %d validation samples over %d process(es)", path, len(val), dist.world_size)
     t = cfg.Train
-    dataset = ImageDataset(val, Transform(t.input_size, False, False))
+    dataset = ImageDataset(val, Transform.of(recipe(cfg), False, False))
     loader = make_loader(dataset, EvalBatchSampler(len(dataset), t.batch_size, dist.world_size, dist.rank),
                          t.num_workers)
     m = evaluate(model, logged(loader, cfg.Evaluate.log_interval), dist)
