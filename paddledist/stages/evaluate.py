@@ -25,14 +25,14 @@ log = logging.getLogger("paddledist")
 RESULT = "evaluate_result.json"
 
 
-def preflight(cfg: Config, dist: DistEnv):
+def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     """Model name, validation data and (rank 0) the weight file, before anything is written."""
     check_model_name(cfg.Global.model)
     val = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed)
     if len(val) == 0:
         raise UserError(f"{cfg.Global.dataset_dir}: the val split is empty; evaluate needs validation samples")
     check_labels(val, cfg.Train.num_classes, cfg.Global.dataset_dir)
-    return val, weights.read(cfg, "Evaluate", dist)
+    return val, weights.read(cfg, "Evaluate", dist, dry_run)
 
 
 def run(cfg: Config, dist: DistEnv) -> None:
