@@ -98,9 +98,18 @@ def paddlex_url(name: str) -> str:
 # (its SPECS) and paddledist/models/<family>.py (the architecture).
 FAMILIES = (
     "lenet",
+    "pp_lcnet",
+    "pp_lcnet_v2",
     "pp_hgnet",
     "pp_hgnet_v2",
     "resnet",
+    "mobilenet_v1",
+    "mobilenet_v2",
+    "mobilenet_v3",
+    "mobilenet_v4",
+    "convnext",
+    "starnet",
+    "fasternet",
 )
 
 

@@ -1,0 +1,128 @@
+"""PP-LCNetV2 (PaddleClas legendary_models.pp_lcnet_v2): PP-LCNet with re-parameterisable depthwise convs.
+
+Stem: 3x3 stride-2 conv-BN-act and one depthwise-separable block. Four stages of RepDepthwiseSeparable
+blocks: either one depthwise conv-BN-ReLU, or (use_rep) a sum of depthwise conv-BN branches of kernels
+k, k-2, ..., 1 (the 1x1 dropped at stride 2) followed by act; then optional SE (ReLU, *sigmoid*, as
+PaddleClas has it), a pointwise conv-BN-act (or two, split_pw) and a residual where the shapes allow.
+A use_rep block also owns the fused `dw_conv` (with bias) that PaddleClas's re_parameterize fills for
+inference; it is in the state_dict but unused in training, as in PaddleClas. Head as PP-LCNet.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import paddle
+import paddle.nn as nn
+
+from paddledist.models.pp_lcnet import make_divisible
+
+# stage: (in_channels, kernel, split_pw, use_rep, use_se, use_shortcut); a stage's blocks output 2x in_channels
+NET_CONFIG = (
+    (64, 3, False, False, False, False),
+    (128, 3, False, False, False, False),
+    (256, 5, True, True, True, False),
+    (512, 5, False, True, False, True),
+)
+ACTS = {"hardswish": nn.Hardswish, "relu": nn.ReLU, "relu6": nn.ReLU6, "prelu": nn.PReLU,
+        "leaky_relu": lambda: nn.LeakyReLU(negative_slope=0.1)}
+
+
+class ConvBNLayer(nn.Layer):
+    def __init__(self, c_in: int, c_out: int, k: int, stride: int, groups: int = 1, act: str | None = "relu"):
+        super().__init__()
+        no_decay = lambda: paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0))  # noqa: E731
+        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False,
+                              weight_attr=paddle.ParamAttr(initializer=nn.initializer.KaimingNormal()))
+        self.bn = nn.BatchNorm2D(c_out, weight_attr=no_decay(), bias_attr=no_decay())
+        self.act = ACTS[act]() if act is not None else None
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        x = self.bn(self.conv(x))
+        return self.act(x) if self.act is not None else x
+
+
+class SEModule(nn.Layer):
+    def __init__(self, channel: int, reduction: int = 4, act: str = "relu") -> None:
+        super().__init__()
+        self.avg_pool = nn.AdaptiveAvgPool2D(1)
+        self.conv1 = nn.Conv2D(channel, channel // reduction, 1)
+        self.act = ACTS[act]()
+        self.conv2 = nn.Conv2D(channel // reduction, channel, 1)
+        self.hardsigmoid = nn.Sigmoid()  # PaddleClas's name, a plain sigmoid
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return x * self.hardsigmoid(self.conv2(self.act(self.conv1(self.avg_pool(x)))))
+
+
+class RepDepthwiseSeparable(nn.Layer):
+    def __init__(self, c_in: int, c_out: int, stride: int, dw_size: int = 3, split_pw: bool = False,
+                 use_rep: bool = False, use_se: bool = False, use_shortcut: bool = False, act: str = "relu"):
+        super().__init__()
+        self.use_rep, self.use_se, self.split_pw = use_rep, use_se, split_pw
+        self.use_shortcut = use_shortcut and stride == 1 and c_in == c_out
+        if use_rep:
+            kernels = [k for k in range(dw_size, 0, -2) if not (k == 1 and stride != 1)]
+            self.dw_conv_list = nn.LayerList([ConvBNLayer(c_in, c_in, k, stride, c_in, None) for k in kernels])
+            self.dw_conv = nn.Conv2D(c_in, c_in, dw_size, stride, padding=(dw_size - 1) // 2, groups=c_in)
+        else:
+            self.dw_conv = ConvBNLayer(c_in, c_in, dw_size, stride, c_in)  # ReLU whatever `act` is, as PaddleClas
+        self.act = ACTS[act]()
+        if use_se:
+            self.se = SEModule(c_in, act=act)
+        if split_pw:
+            self.pw_conv_1 = ConvBNLayer(c_in, int(c_out * 0.5), 1, 1, act=act)
+            self.pw_conv_2 = ConvBNLayer(int(c_out * 0.5), c_out, 1, 1, act=act)
+        else:
+            self.pw_conv = ConvBNLayer(c_in, c_out, 1, 1, act=act)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        identity = x
+        if self.use_rep:
+            x = self.act(paddle.add_n([branch(x) for branch in self.dw_conv_list]))
+        else:
+            x = self.dw_conv(x)
+        if self.use_se:
+            x = self.se(x)
+        x = self.pw_conv_2(self.pw_conv_1(x)) if self.split_pw else self.pw_conv(x)
+        return x + identity if self.use_shortcut else x
+
+
+class PPLCNetV2(nn.Layer):
+    def __init__(self, scale: float, depths: Sequence[int], class_num: int = 1000, dropout_prob: float = 0.0,
+                 use_last_conv: bool = True, class_expand: int = 1280, act: str = "relu") -> None:
+        super().__init__()
+        c = lambda v: make_divisible(v * scale)  # noqa: E731
+        self.stem = nn.Sequential(ConvBNLayer(3, c(32), 3, 2, act=act),
+                                  RepDepthwiseSeparable(c(32), c(64), 1, 3, act=act))
+        self.stages = nn.LayerList()
+        for depth, (c_in, k, split_pw, use_rep, use_se, shortcut) in zip(depths, NET_CONFIG):
+            self.stages.append(nn.Sequential(*[
+                RepDepthwiseSeparable(c(c_in if i == 0 else c_in * 2), c(c_in * 2), 2 if i == 0 else 1, k,
+                                      split_pw, use_rep, use_se, shortcut, act) for i in range(depth)]))
+        self.avg_pool = nn.AdaptiveAvgPool2D(1)
+        self.use_last_conv = use_last_conv
+        last = c(NET_CONFIG[-1][0] * 2)
+        if use_last_conv:
+            self.last_conv = nn.Conv2D(last, class_expand, 1, bias_attr=False)
+            self.act = ACTS[act]()
+            self.dropout = nn.Dropout(p=dropout_prob, mode="downscale_in_infer")
+        self.flatten = nn.Flatten(start_axis=1, stop_axis=-1)
+        self.fc = nn.Linear(class_expand if use_last_conv else last, class_num)
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        x = self.stem(x)
+        for stage in self.stages:
+            x = stage(x)
+        x = self.avg_pool(x)
+        if self.use_last_conv:
+            x = self.dropout(self.act(self.last_conv(x)))
+        return self.fc(self.flatten(x))
+
+
+VARIANTS = {"small": (0.75, (2, 2, 4, 2)), "base": (1.0, (2, 2, 6, 2)), "large": (1.25, (2, 2, 8, 2))}
+
+
+def pp_lcnet_v2(num_classes: int = 1000, input_size: int = 224, size: str = "base", **kwargs) -> PPLCNetV2:
+    scale, depths = VARIANTS[size]
+    return PPLCNetV2(scale, depths, class_num=num_classes, dropout_prob=0.2, **kwargs)

@@ -1,0 +1,213 @@
+"""PP-LCNet, PP-LCNetV2, MobileNetV1 and MobileNetV3 are PaddleClas's networks: every registered name
+against PaddleClas 2.6.0's own definition (tests/paddleclas_ref.py), built with the Arch arguments of
+PaddleX's training config (class_num, stride_list, use_last_conv).
+
+- every name: the same parameter and buffer names and shapes and per parameter the same learning-rate
+  multiplier, regularizer and trainability, built lazily (paddle.LazyGuard);
+- one variant per code path (PP-LCNet with/without last conv and with the text-line models' (2, 1) strides
+  at their real 80x160; PP-LCNetV2's rep/split/shortcut blocks; MobileNetV1's int(c*scale) widths;
+  MobileNetV3 large and small): the same eval outputs under identical random weights;
+- one net per family trains a few steps and every weight the forward uses moves; train-mode outputs (same
+  dropout seed) and batch-norm moving averages equal PaddleClas's.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+
+import numpy as np
+import paddle
+import pytest
+import yaml
+
+from paddledist.models import REGISTRY, build_model
+from paddleclas_ref import randomise, ref_module
+
+pytestmark = pytest.mark.models
+
+FAMILIES = ("pp_lcnet", "pp_lcnet_v2", "mobilenet_v1", "mobilenet_v3")
+NAMES = [name for name, spec in REGISTRY.items() if spec.family in FAMILIES]
+CLASSES = 10
+ARCH_KWARGS = ("stride_list", "use_last_conv")
+PADDLEX_MODEL_LIST = Path("/tmp/wheels/px/paddlex/modules/image_classification/model_list.py")
+PREFIXES = ("PP-LCNet", "MobileNetV1", "MobileNetV3")  # every PaddleX name of these families
+
+
+def reference(name: str, num_classes: int = CLASSES) -> paddle.nn.Layer:
+    """PaddleClas's network for a registered name, with the Arch arguments PaddleX's config passes."""
+    spec = REGISTRY[name]
+    # PaddleClas's legacy BatchNorm logs a deprecation warning through ppcls's logger, set up by its engine.
+    ref_module("ppcls.utils.logger").init_logger(log_level=logging.ERROR)
+    module = ref_module(f"ppcls.arch.backbone.legendary_models.{spec.family}")
+    if spec.family == "pp_lcnet":  # PaddleClas's PPLCNet writes stride_list into its module-level NET_CONFIG
+        for stage in ("blocks3", "blocks4", "blocks5", "blocks6"):
+            module.NET_CONFIG[stage][0][3] = 2
+    arch = {k: [list(s) if isinstance(s, tuple) else s for s in v] if k == "stride_list" else v
+            for k, v in spec.kwargs.items() if k in ARCH_KWARGS}
+    return getattr(module, spec.paddleclas_name)(pretrained=False, class_num=num_classes, **arch)
+
+
+def parameter_attrs(model: paddle.nn.Layer) -> dict:
+    def regularizer(p):
+        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
+    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
+            for name, p in model.named_parameters()}
+
+
+def test_the_families_register_every_paddlex_name():
+    widths = ("0_25", "0_35", "0_5", "0_75", "1_0", "1_5", "2_0", "2_5")
+    expected = {f"PP-LCNet_x{w}" for w in widths} | {
+        "PP-LCNet_x0_25_textline_ori", "PP-LCNet_x1_0_textline_ori", "PP-LCNet_x1_0_doc_ori",
+        "PP-LCNet_x1_0_table_cls"} | {f"PP-LCNetV2_{s}" for s in ("small", "base", "large")}
+    expected |= {f"MobileNetV1_x{w}" for w in ("0_25", "0_5", "0_75", "1_0")}
+    expected |= {f"MobileNetV3_{s}_x{w}" for s in ("large", "small") for w in ("0_35", "0_5", "0_75", "1_0", "1_25")}
+    assert set(NAMES) == expected
+
+
+@pytest.mark.skipif(not PADDLEX_MODEL_LIST.exists(), reason="the unpacked PaddleX wheel is not at /tmp/wheels/px")
+def test_every_paddlex_image_classification_name_of_the_families_is_registered():
+    tree = ast.parse(PADDLEX_MODEL_LIST.read_text())
+    models = next(ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign) and node.targets[0].id == "MODELS")
+    ours = [m for m in models if m.startswith(PREFIXES)]
+    assert len(ours) == len(NAMES) and set(ours) == set(NAMES)
+
+
+@pytest.mark.skipif(not PADDLEX_MODEL_LIST.exists(), reason="the unpacked PaddleX wheel is not at /tmp/wheels/px")
+@pytest.mark.parametrize("name", NAMES)
+def test_the_official_weights_and_class_count_are_paddlex_s(name):
+    """`pretrain_weight_path: default` means the URL PaddleX's own module config for the model names."""
+    [config] = PADDLEX_MODEL_LIST.parents[2].glob(f"configs/modules/*/{name}.yaml")
+    train = yaml.safe_load(config.read_text())["Train"]
+    assert REGISTRY[name].cfg.url == train["pretrain_weight_path"]
+    if REGISTRY[name].cfg.num_classes != 1000:  # the special models' heads are PaddleX's class count
+        assert REGISTRY[name].cfg.num_classes == train["num_classes"]
+
+
+# The Arch sections of PaddleX's training configs (paddlex/repo_apis/PaddleClas_api/configs/<name>.yaml, not in the
+# wheel): reference() builds PaddleClas's network from the spec's kwargs, so they are pinned here independently.
+PADDLEX_ARCH = {
+    "PP-LCNet_x0_25_textline_ori": {"stride_list": [2, [2, 1], [2, 1], [2, 1], [2, 1]]},
+    "PP-LCNet_x1_0_textline_ori": {"stride_list": [2, [2, 1], [2, 1], [2, 1], [2, 1]]},
+    "PP-LCNet_x1_0_doc_ori": {"use_last_conv": False},
+}
+
+
+def test_the_special_models_take_paddlex_s_arch_arguments():
+    for name, arch in PADDLEX_ARCH.items():
+        kwargs = REGISTRY[name].kwargs
+        got = {k: [list(v) if isinstance(v, tuple) else v for v in kwargs[k]] if k == "stride_list" else kwargs[k]
+               for k in arch}
+        assert got == arch, name
+    assert [n for n in NAMES if set(REGISTRY[n].kwargs) & set(ARCH_KWARGS)] == list(PADDLEX_ARCH)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
+    with paddle.LazyGuard():
+        ours, theirs = build_model(name, CLASSES, 224), reference(name)
+    own = {k: list(v.shape) for k, v in ours.state_dict().items()}
+    ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
+    assert sorted(own.keys() - ref.keys()) == [] and sorted(ref.keys() - own.keys()) == []
+    assert own == ref
+    assert parameter_attrs(ours) == parameter_attrs(theirs)
+
+
+SAME_FUNCTION = [
+    ("PP-LCNet_x0_25", [2, 3, 32, 32]), ("PP-LCNet_x1_0_doc_ori", [2, 3, 40, 40]),
+    ("PP-LCNet_x0_25_textline_ori", [1, 3, 80, 160]), ("PP-LCNetV2_small", [2, 3, 40, 40]),
+    ("MobileNetV1_x0_75", [2, 3, 40, 40]), ("MobileNetV3_large_x0_35", [2, 3, 40, 40]),
+    ("MobileNetV3_small_x0_5", [2, 3, 32, 32]),
+]
+
+
+def lively_state(model: paddle.nn.Layer, seed: int, gain: float) -> dict:
+    """Random weights under which the output depends on the input: paddleclas_ref.randomise's 0.1-scaled
+    weights and batch-norm scales shrink the signal to nothing over these 15-20 layer nets (the logits are
+    then the fc bias and any two functions look equal). Convs and linears get Kaiming-scaled weights (x gain,
+    for hardswish's halving near 0), batch norms scales near 1 and variances in [0.5, 1.5]."""
+    rng = np.random.default_rng(seed)
+    state = randomise(model, seed)
+    for key, tensor in model.state_dict().items():
+        shape = list(tensor.shape)
+        if key.endswith("_variance"):
+            state[key] = rng.uniform(0.5, 1.5, shape).astype("float32")
+        elif key.endswith(".bn.weight") or ".bn." in key and key.endswith("weight"):
+            state[key] = (1 + 0.2 * rng.standard_normal(shape)).astype("float32")
+        elif len(shape) in (2, 4) and key.endswith("weight"):
+            fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
+            state[key] = (gain * np.sqrt(2.0 / fan_in) * rng.standard_normal(shape)).astype("float32")
+    return state
+
+
+@pytest.mark.parametrize("name, shape", SAME_FUNCTION, ids=[n for n, _ in SAME_FUNCTION])
+def test_eval_outputs_equal_paddleclas(name, shape):
+    assert min(shape[2:]) >= REGISTRY[name].cfg.min_input_size
+    ours, theirs = build_model(name, CLASSES, shape[-1]), reference(name)
+    state = lively_state(theirs, seed=0, gain=2.0 if REGISTRY[name].family == "pp_lcnet" else 1.0)
+    ours.set_state_dict(state)
+    theirs.set_state_dict(state)
+    ours.eval()
+    theirs.eval()
+    rng = np.random.default_rng(1)
+    x, x2 = (paddle.to_tensor(rng.standard_normal(shape).astype("float32")) for _ in range(2))
+    with paddle.no_grad():
+        a, b, b2 = ours(x).numpy(), theirs(x).numpy(), theirs(x2).numpy()
+    scale = max(1.0, float(np.abs(b).max()))
+    assert np.abs(b - b2).max() > 1e-2 * scale, "the output does not depend on the input: a vacuous check"
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25",
+                                  "MobileNetV3_small_x0_35"])
+def test_a_few_training_steps_move_every_weight(name):
+    paddle.seed(3)
+    model = build_model(name, 4, 32)
+    model.train()
+    before = {k: v.numpy().copy() for k, v in model.named_parameters() if not v.stop_gradient}
+    opt = paddle.optimizer.Momentum(learning_rate=0.05, momentum=0.9, parameters=model.parameters())
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal([4, 3, 32, 32]).astype("float32"))
+    y = paddle.to_tensor(np.array([0, 1, 2, 3], dtype="int64"))
+    losses = []
+    for _ in range(3):
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+    assert all(np.isfinite(losses)), losses
+    frozen = [k for k, v in model.named_parameters() if k in before and np.array_equal(v.numpy(), before[k])]
+    assert [k for k in frozen if not is_inference_only(model, k)] == []
+
+
+def is_inference_only(model: paddle.nn.Layer, name: str) -> bool:
+    """PP-LCNetV2's use_rep blocks hold the fused `dw_conv` that only re_parameterize() fills for inference:
+    training runs the branches in dw_conv_list (PaddleClas's network does the same)."""
+    layer = model
+    for part in name.split(".")[:-2]:
+        layer = getattr(layer, part) if not part.isdigit() else layer[int(part)]
+    return name.split(".")[-2] == "dw_conv" and getattr(layer, "use_rep", False)
+
+
+@pytest.mark.parametrize("name", ["PP-LCNet_x0_25", "PP-LCNetV2_small", "MobileNetV1_x0_25",
+                                  "MobileNetV3_small_x0_35"])
+def test_train_mode_outputs_and_batch_norm_statistics_equal_paddleclas(name):
+    ours, theirs = build_model(name, CLASSES, 32), reference(name)
+    state = randomise(theirs, seed=5)
+    ours.set_state_dict(state)
+    theirs.set_state_dict(state)
+    ours.train()
+    theirs.train()
+    x = paddle.to_tensor(np.random.default_rng(6).standard_normal([4, 3, 32, 32]).astype("float32"))
+    paddle.seed(7)
+    a = ours(x).numpy()
+    paddle.seed(7)
+    b = theirs(x).numpy()  # the same dropout mask from the same seed
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
+    theirs_after = theirs.state_dict()
+    for key, value in ours.state_dict().items():
+        if key.endswith(("_mean", "_variance")):
+            assert not np.array_equal(value.numpy(), state[key]), f"{key} was not updated"
+            np.testing.assert_allclose(value.numpy(), theirs_after[key].numpy(), rtol=1e-4, atol=1e-5, err_msg=key)
