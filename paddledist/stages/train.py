@@ -13,9 +13,10 @@ from paddledist.engine import cpu, gradsync
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
                                      VisualDLHook)
-from paddledist.engine.schedule import lr_factor, scaled_lr
+from paddledist.engine import optim
+from paddledist.engine.schedule import scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
-from paddledist.models import build_model
+from paddledist.models import build_model, model_spec
 from paddledist.stages.common import set_device, setup_logging
 from paddledist.models.recipe import recipe
 from paddledist.stages.train_checks import preflight
@@ -78,16 +79,17 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
 
 
 def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
-    t = cfg.Train
+    """The recipe's optimizer (Momentum with L2 or AdamW with its no-decay sets, optional clipping) and schedule."""
+    t, rec = cfg.Train, recipe(cfg)
     updates_per_epoch = -(-steps_per_epoch // t.accum_steps)
     total, warmup = t.epochs_iters * updates_per_epoch, t.warmup_steps * updates_per_epoch
     base = scaled_lr(t.learning_rate, t.batch_size, dist.world_size, t.accum_steps, t.scale_lr)
     if t.scale_lr and dist.is_main:
         print(f"paddledist: linear LR scaling: {t.learning_rate} x {dist.world_size * t.accum_steps} = {base}", flush=True)
-    scheduler = paddle.optimizer.lr.LambdaDecay(base, lambda step: lr_factor(step, total, warmup))
-    optimizer = paddle.optimizer.Momentum(learning_rate=scheduler, momentum=recipe(cfg).momentum, parameters=model.parameters(),
-                                          weight_decay=paddle.regularizer.L2Decay(recipe(cfg).weight_decay))
-    return optimizer, scheduler
+    scheduler = optim.schedule(rec, base, total, warmup, updates_per_epoch)
+    opt = model_spec(cfg.Global.model).cfg.optimizer
+    betas = (opt.beta1, opt.beta2, opt.epsilon) if opt.name == rec.optimizer else ()
+    return optim.make_optimizer(rec, model, scheduler, *betas), scheduler
 
 
 def load_pretrained(model, pretrain, is_main: bool) -> None:
