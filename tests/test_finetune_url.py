@@ -55,6 +55,9 @@ def test_fine_tune_from_a_url_on_two_processes_then_from_the_cache(tmp_path, ser
         assert f"loaded {len(params) - 2} tensor(s)" in fit[0]
         assert ("replaced (classifier head, other class count): fc.weight [1280, 1000] -> [1280, 10], "
                 "fc.bias [1000] -> [10]; ignored (not in the model): none") in fit[0]
+        # What was chosen is printed: the recipe (PaddleX's Momentum and L2 for the model) and the size warning.
+        assert "paddledist: PP-LCNet_x1_0: input 32 px" in first.stdout
+        assert "Momentum(momentum=0.9, L2=3e-05)" in first.stdout and "designed for 224 px" in first.stdout
         result = json.loads((tmp_path / "first" / "train_result.json").read_text())
         assert (result["world_size"], result["done_flag"]) == (2, True)
 

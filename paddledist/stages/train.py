@@ -9,16 +9,15 @@ import paddle
 
 from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
-from paddledist.engine import cpu, gradsync
+from paddledist.engine import cpu, gradsync, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
                                      VisualDLHook)
-from paddledist.engine import optim
 from paddledist.engine.schedule import scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.models import build_model, model_spec
-from paddledist.stages.common import set_device, setup_logging
 from paddledist.models.recipe import recipe
+from paddledist.stages.common import set_device, setup_logging
 from paddledist.stages.train_checks import preflight
 
 log = logging.getLogger("paddledist")
