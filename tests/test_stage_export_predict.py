@@ -147,3 +147,31 @@ def test_predict_preprocessing_equals_the_evaluation_transform(shape):
 def test_top_k_is_capped_by_the_class_count():
     e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_names": ["x", "y", "z"]})
     assert e == {"input": "a.png", "class_ids": [1, 2, 0], "scores": [0.7, 0.2, 0.1], "label_names": ["y", "z", "x"]}
+
+
+@pytest.mark.parametrize("size, side, resize_short", [("null", 224, 256), ("32", 32, 37)])
+def test_export_follows_the_models_recipe(tmp_path, size, side, resize_short):
+    """An ImageNet model exports at its recipe's size (Train.input_size, or its own 224 when null), and
+    inference.yml holds the evaluation's resize-short-then-crop, which predict reproduces exactly."""
+    import paddle
+
+    from paddledist.data.pipeline import Transform
+    from paddledist.models import build_model
+    from paddledist.models.recipe import recipe
+
+    paddle.seed(1)
+    model = build_model("PP-LCNet_x0_25", 10, side)
+    paddle.save(model.state_dict(), str(tmp_path / "w.pdparams"))
+    cfg = load(CONFIG, [f"Global.output={tmp_path / 'out'}", f"Global.dataset_dir={DIGITS}",
+                        "Global.model=PP-LCNet_x0_25", f"Train.input_size={size}",
+                        f"Export.weight_path={tmp_path / 'w.pdparams'}"])
+    export.run(cfg, DistEnv())
+    spec = yaml.safe_load((tmp_path / "out" / "inference" / "inference.yml").read_text())
+    assert spec["Global"]["input_size"] == side
+    assert spec["PreProcess"]["resize_short"] == resize_short and spec["PreProcess"]["crop"] == [side, side]
+    image = np.random.RandomState(side).randint(0, 256, (50, 70, 3)).astype(np.uint8)
+    assert np.array_equal(predict.preprocess(image, spec["PreProcess"]), Transform.of(recipe(cfg), False, False)(image))
+    program = paddle.jit.load(str(tmp_path / "out" / "inference" / "inference"))
+    x = paddle.to_tensor(Transform.of(recipe(cfg), False, False)(image)[None])
+    model.eval()
+    np.testing.assert_allclose(program(x).numpy(), paddle.nn.functional.softmax(model(x)).numpy(), atol=1e-5)

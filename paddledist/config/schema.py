@@ -12,6 +12,8 @@ from typing import Any, List, Optional
 
 MODES = ("check_dataset", "train", "evaluate", "export", "predict")
 GRAD_SYNC = ("auto", "reducer", "shm", "flat")
+OPTIMIZERS = ("Momentum", "AdamW")
+LR_SCHEDULERS = ("cosine", "piecewise")
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,11 @@ class TrainConfig:
     learning_rate: float = 0.05
     """Base learning rate (peak of the cosine schedule)."""
     pretrain_weight_path: Optional[str] = None
-    """Local .pdparams file to initialise the model from."""
+    """Weights to fine-tune from: a local .pdparams file, an http(s) URL (downloaded once per machine into PADDLEDIST_HOME, default ~/.cache/paddledist), `default` (the model's official PaddleX pretrained weights) or null. Loaded by name; a classifier head of another class count is replaced."""
     warmup_steps: int = 0
     """Linear warm-up length in epochs (PaddleX's name says steps, its code means epochs)."""
     resume_path: Optional[str] = None
-    """Checkpoint (.pdparams) to resume from; training continues at the next epoch."""
+    """Checkpoint (.pdparams: a local file, an http(s) URL or `default`, as pretrain_weight_path) to resume from; training continues at the next epoch."""
     log_interval: int = 10
     """Log every this many iterations."""
     eval_interval: int = 1
@@ -84,14 +86,20 @@ class TrainConfig:
     """Addresses of every machine, in rank order, e.g. 10.0.0.1,10.0.0.2 (the first machine hosts rank 0)."""
     augment: bool = True
     """(paddledist) Random augmentation in training."""
-    input_size: int = 32
-    """(paddledist) Side length images are resized to, 8 to 1024."""
+    input_size: Optional[int] = None
+    """(paddledist) Training and eval crop side; null: the model's design size from its pretrained_cfg (224 for the ImageNet models, 32 for LeNet). Eval resizes the short side to the model's resize_short scaled by input_size / design size, then centre-crops."""
     num_workers: int = 0
     """(paddledist) Data-loader worker processes per rank (0 = load in the training process)."""
-    momentum: float = 0.9
-    """(paddledist) Momentum of the SGD optimiser."""
-    weight_decay: float = 0.0001
-    """(paddledist) L2 weight decay."""
+    optimizer: Optional[str] = None
+    """(paddledist) Momentum or AdamW; null: the optimizer PaddleX trains Global.model with (docs/models.md)."""
+    lr_scheduler: Optional[str] = None
+    """(paddledist) cosine (to 0 at the last epoch) or piecewise (x0.1 after epochs 30, 60, 90), after Train.warmup_steps epochs of linear warm-up; null: PaddleX's schedule for the model."""
+    momentum: Optional[float] = None
+    """(paddledist) Momentum of the Momentum optimizer; null: PaddleX's value for the model (0.9)."""
+    weight_decay: Optional[float] = None
+    """(paddledist) Momentum: L2 regularisation coefficient; AdamW: decoupled weight decay (PaddleX's no_weight_decay_name and one_dim_param_no_weight_decay for the model apply); null: PaddleX's value for the model."""
+    clip_grad_norm: Optional[float] = None
+    """(paddledist) Clip gradients to this global norm; 0: no clipping; null: PaddleX's setting for the model."""
     scale_lr: bool = False
     """(paddledist) Scale the learning rate linearly by global batch / batch_size."""
     accum_steps: int = 1
@@ -121,7 +129,7 @@ class TrainConfig:
 @dataclass(frozen=True)
 class EvaluateConfig:
     weight_path: Optional[str] = None
-    """Weights to evaluate; by default the train stage's best_model."""
+    """Weights to evaluate (a local .pdparams file, an http(s) URL or `default`); null: the train stage's best_model."""
     log_interval: int = 10
     """Log every this many iterations."""
 
@@ -129,7 +137,7 @@ class EvaluateConfig:
 @dataclass(frozen=True)
 class ExportConfig:
     weight_path: Optional[str] = None
-    """Weights to export; by default the train stage's best_model."""
+    """Weights to export (a local .pdparams file, an http(s) URL or `default`); null: the train stage's best_model."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from paddledist.config.device import parse_device
-from paddledist.config.schema import GRAD_SYNC, MODES, Config
+from paddledist.config.schema import GRAD_SYNC, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -17,7 +17,7 @@ _MINIMA = {
     "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
     "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
     "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False),
-    "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True), "Global.seed": (0, True),
+    "Train.clip_grad_norm": (0, True), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True), "Global.seed": (0, True),
 }
 # key -> maximum: past these a job fails deep inside paddle or numpy (a seed past 2**31 - 1, a 10**6-pixel
 # side's first batch), after files were written; refused up front instead
@@ -39,6 +39,8 @@ def validate(cfg: Config) -> None:
     for key, (low, inclusive) in _MINIMA.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
+        if value is None:  # null: the model's own value (paddledist.models.recipe)
+            continue
         bound = f">= {low}" if inclusive else f"> {low}"
         # written as "not ok" so that NaN, which compares false to everything, fails too
         if not (value >= low if inclusive else value > low) or not math.isfinite(value):
@@ -57,6 +59,8 @@ def validate(cfg: Config) -> None:
                         "does not stop the job; raise the timeout or lower the interval")
     _validate_modes(cfg.Global.mode)
     _validate_grad_sync(cfg)
+    _validate_choice("Train.optimizer", cfg.Train.optimizer, OPTIMIZERS)
+    _validate_choice("Train.lr_scheduler", cfg.Train.lr_scheduler, LR_SCHEDULERS)
     parse_device(cfg.Global.device)
     _validate_split(cfg)
     _validate_dist_ips(cfg.Train.dist_ips)
@@ -70,6 +74,11 @@ def _validate_grad_sync(cfg: Config) -> None:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU jobs use reducer or auto")
     if sync == "shm" and len(cfg.Train.dist_ips or ()) > 1:
         raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
+
+
+def _validate_choice(key: str, value, choices: tuple) -> None:
+    if value is not None and value not in choices:
+        raise UserError(f"{key}: unknown value {value!r}; use one of {', '.join(choices)} or null (the model's own)")
 
 
 def _validate_modes(modes: tuple) -> None:

@@ -12,23 +12,47 @@ from PIL import Image
 from paddledist.data.formats import DecodeError, Samples
 from paddledist.data.sharding import eval_shard, rank_batches
 
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 OK, PAD, BAD = 1, 0, -1
 
 
 class Transform:
-    """paddle's PIL transforms (resize; random crop with padding when augmenting), then CHW float32 normalised."""
+    """paddle's PIL transforms, then CHW float32 normalised.
 
-    def __init__(self, input_size: int, train: bool, augment: bool) -> None:
-        steps = [T.Resize((input_size, input_size), interpolation="bilinear")]  # as preprocess_spec records
-        if train and augment:
-            steps.append(T.RandomCrop(input_size, padding=max(1, input_size // 8)))
+    Eval: the short side resized to `resize_short` and centre-cropped to `input_size` (PaddleClas's ResizeImage
+    + CropImage); with resize_short == input_size (LeNet) the image is resized to the square instead. Training
+    with augmentation: `random_resized_crop` (+ horizontal flip, PaddleClas's RandCropImage + RandFlipImage) or
+    `pad_crop` (resize to the square, pad by 1/8, random crop); without augmentation as eval."""
+
+    def __init__(self, input_size: int, train: bool, augment: bool, resize_short: int | None = None,
+                 interpolation: str = "bilinear", mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD,
+                 train_crop: str = "pad_crop") -> None:
+        resize_short = resize_short or input_size
+        if train and augment and train_crop == "random_resized_crop":
+            steps = [T.RandomResizedCrop(input_size, interpolation=interpolation), T.RandomHorizontalFlip()]
+        elif resize_short == input_size:
+            steps = [T.Resize((input_size, input_size), interpolation=interpolation)]  # as preprocess_spec records
+            if train and augment:
+                steps.append(T.RandomCrop(input_size, padding=max(1, input_size // 8)))
+        else:
+            steps = [T.Resize(resize_short, interpolation=interpolation), T.CenterCrop(input_size)]
         self.pil = T.Compose(steps)
         self.input_size = input_size
+        # the same float32 constants preprocess_spec writes for exported models
+        self.mean = np.asarray([m * 255 for m in mean], np.float32)[:, None, None]
+        self.std = np.asarray([v * 255 for v in std], np.float32)[:, None, None]
+
+    @classmethod
+    def of(cls, recipe, train: bool, augment: bool) -> "Transform":
+        """The transform a model's recipe (paddledist.models.recipe) asks for."""
+        return cls(recipe.input_size, train, augment, recipe.resize_short, recipe.interpolation, recipe.mean,
+                   recipe.std, recipe.train_crop)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
-        return normalise(np.asarray(self.pil(Image.fromarray(image))))
+        chw = np.asarray(self.pil(Image.fromarray(image))).astype(np.float32).transpose(2, 0, 1)
+        return (chw - self.mean) / self.std
 
 
 def normalise(hwc: np.ndarray) -> np.ndarray:
@@ -37,9 +61,14 @@ def normalise(hwc: np.ndarray) -> np.ndarray:
     return (chw - np.asarray(MEAN, np.float32)[:, None, None]) / np.asarray(STD, np.float32)[:, None, None]
 
 
-def preprocess_spec(input_size: int) -> dict:
-    """Eval preprocessing as data, for exported models (inference.yml)."""
-    return {"resize": [input_size, input_size], "interpolation": "bilinear", "mean": list(MEAN), "std": list(STD),
+def preprocess_spec(input_size: int, resize_short: int | None = None, interpolation: str = "bilinear",
+                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD) -> dict:
+    """Eval preprocessing as data, for exported models (inference.yml): `resize` to a square, or `resize_short`
+    then a centre `crop`."""
+    resize_short = resize_short or input_size
+    size = ({"resize": [input_size, input_size]} if resize_short == input_size else
+            {"resize_short": resize_short, "crop": [input_size, input_size]})
+    return {**size, "interpolation": interpolation, "mean": [m * 255 for m in mean], "std": [v * 255 for v in std],
             "channel_order": "RGB", "layout": "CHW"}
 
 

@@ -25,6 +25,10 @@ class Checkpoint:
     params: dict
     opt: Optional[dict]
     states: Optional[dict]
+    path: str = ""
+    """The local file it was read from (a URL's cached download)."""
+    fit: Any = None
+    """Pretrained weights: what loads, what is replaced and ignored (stages.weights.Fit), set by the preflight."""
 
 
 def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bool) -> str:
@@ -134,7 +138,7 @@ def load(pdparams: str, what: str) -> Checkpoint:
     stem = pdparams[: -len(".pdparams")] if pdparams.endswith(".pdparams") else pdparams
     opt = _load_file(stem + ".pdopt", what) if os.path.isfile(stem + ".pdopt") else None
     states = _load_file(stem + ".pdstates", what) if os.path.isfile(stem + ".pdstates") else None
-    return Checkpoint(params, opt, states)
+    return Checkpoint(params, opt, states, path=pdparams)
 
 
 def _load_file(path: str, what: str) -> Any:

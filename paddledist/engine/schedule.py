@@ -20,6 +20,13 @@ def resume_step(epochs_done: int, updates_per_epoch: int) -> int:
     return epochs_done * updates_per_epoch
 
 
+def piecewise_factor(step: int, warmup_steps: int, boundaries: list) -> float:
+    """Linear warm-up from 0 over `warmup_steps`, then x0.1 after each boundary step (PaddleClas's Piecewise)."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    return 0.1 ** sum(step >= b for b in boundaries)
+
+
 def scaled_lr(base_lr: float, batch_size: int, world_size: int, accum_steps: int, scale: bool) -> float:
     """Linear scaling rule: the base rate belongs to one process's batch; scale by the global batch."""
     return base_lr * world_size * accum_steps if scale else base_lr

@@ -46,6 +46,11 @@ class OptimizerCfg:
     filter_bias_and_bn: bool = False
     """AdamWDL (PaddleX's filter_bias_and_bn): 1-D parameters (biases, norm weights) and the names in the
     model's no_weight_decay() get no weight decay."""
+    schedule: str = "cosine"
+    """The learning-rate schedule after warm-up: cosine (to 0 at the last epoch) or piecewise (x0.1 at each of
+    decay_epochs, PaddleClas's Piecewise for the plain ResNets)."""
+    decay_epochs: tuple = (30, 60, 90)
+    """piecewise only: the epochs after which the rate drops tenfold."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,9 @@ class PretrainedCfg:
     """Smallest input side the architecture accepts (its total stride, or input_size when fixed)."""
     fixed_input_size: bool = False
     """True where the network only runs at input_size (position embeddings, attention windows)."""
+    train_crop: str = "random_resized_crop"
+    """Training augmentation: random_resized_crop (+ horizontal flip, PaddleClas's RandCropImage and
+    RandFlipImage for ImageNet models) or pad_crop (resize, pad by 1/8 and random crop: small images)."""
     optimizer: OptimizerCfg = field(default_factory=OptimizerCfg)
 
 
@@ -82,6 +90,9 @@ class ModelSpec:
     cfg: PretrainedCfg = field(default_factory=PretrainedCfg)
     paddleclas_name: Optional[str] = None
     """The PaddleClas architecture this network equals (Arch.name in PaddleX's training config)."""
+    classifier: tuple = ("fc",)
+    """The classifier head's parameter-name prefixes (timm's `classifier`): on fine-tuning with another class
+    count these tensors are replaced (kept freshly initialised); every other tensor must fit."""
 
 
 def paddlex_url(name: str) -> str:

@@ -67,7 +67,7 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
     # In a dry run, weights an earlier train stage would write do not exist yet: its own check covers the rest.
     trained_before = "train" in cfg.Global.mode[:cfg.Global.mode.index(stage)]
     if stage in DISTRIBUTED and (dry_run or launch.needs_launch(cfg)) and not (dry_run and trained_before):
-        check_before_launch(staged, stage)
+        check_before_launch(staged, stage, dry_run)
     if stage in DISTRIBUTED and launch.needs_launch(cfg):
         args = ["-c", os.path.abspath(config_path)] + [a for o in overrides for a in ("-o", o)]
         return launch.launch_stage(staged, os.path.abspath(sys.argv[0]), args + ["-o", f"Global.mode={stage}"], dry_run)
@@ -81,7 +81,7 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
     return 0
 
 
-def check_before_launch(cfg: Config, stage: str) -> None:
+def check_before_launch(cfg: Config, stage: str, dry_run: bool = False) -> None:
     """The stage's own preflight (model, data, labels; weight files on the first machine) and the device
     build, run here before any worker starts or anything is written, so a mistake is one line on every
     machine; the workers repeat it. Runs as this machine's first rank would."""
@@ -95,4 +95,4 @@ def check_before_launch(cfg: Config, stage: str) -> None:
     module = import_module(f"paddledist.stages.{PREFLIGHT_MODULE.get(stage, stage)}")
     preflight = getattr(module, "preflight", None)
     if preflight is not None:
-        preflight(cfg, dist)
+        preflight(cfg, dist, dry_run=dry_run)

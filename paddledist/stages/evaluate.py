@@ -17,6 +17,7 @@ from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_gr
 from paddledist.engine.results import write_json
 from paddledist.errors import UserError
 from paddledist.models import check_model_name
+from paddledist.models.recipe import recipe
 from paddledist.stages import weights
 from paddledist.stages.common import check_labels, set_device, setup_logging
 
@@ -24,7 +25,7 @@ log = logging.getLogger("paddledist")
 RESULT = "evaluate_result.json"
 
 
-def preflight(cfg: Config, dist: DistEnv):
+def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     """Model name, validation data and (rank 0) the weight file, before anything is written."""
     check_model_name(cfg.Global.model)
     val = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed, cfg.Global.allow_outside_paths)
@@ -32,7 +33,7 @@ def preflight(cfg: Config, dist: DistEnv):
     if len(val) == 0:
         raise UserError(f"{cfg.Global.dataset_dir}: the val split is empty; evaluate needs validation samples")
     check_labels(val, cfg.Train.num_classes, cfg.Global.dataset_dir)
-    return val, weights.read(cfg, "Evaluate", dist)
+    return val, weights.read(cfg, "Evaluate", dist, dry_run)
 
 
 def run(cfg: Config, dist: DistEnv) -> None:
@@ -48,7 +49,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
     if dist.is_main:
         log.info("evaluating %s on %d validation samples over %d process(es)", path, len(val), dist.world_size)
     t = cfg.Train
-    dataset = ImageDataset(val, Transform(t.input_size, False, False))
+    dataset = ImageDataset(val, Transform.of(recipe(cfg), False, False))
     loader = make_loader(dataset, EvalBatchSampler(len(dataset), t.batch_size, dist.world_size, dist.rank),
                          t.num_workers)
     m = evaluate(model, logged(loader, cfg.Evaluate.log_interval), dist)

@@ -1,6 +1,6 @@
 """The export stage: Export.weight_path (default best_model) -> a Paddle Inference model in Global.output/inference.
 
-`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = Train.input_size) writes inference.json (paddle 3's
+`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = the recipe's input size: Train.input_size, or the model's design size when null) writes inference.json (paddle 3's
 PIR program; inference.pdmodel on older builds) and inference.pdiparams; inference.yml beside them says how to
 preprocess, the label names, model name and class count. The exported program ends in a softmax, so it
 outputs class probabilities (like PaddleX's exported classifiers). Everything is written into a temporary
@@ -21,6 +21,7 @@ from paddledist.data.formats import MAX_CLASSES, is_int_label, load_samples
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
 from paddledist.models import check_model_name
+from paddledist.models.recipe import recipe
 from paddledist.stages import weights
 
 FOLDER, PREFIX, INPUT_NAME, TOPK = "inference", "inference", "x", 5
@@ -39,7 +40,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        save_program(model, cfg.Train.input_size, os.path.join(tmp, PREFIX))
+        save_program(model, recipe(cfg).input_size, os.path.join(tmp, PREFIX))
         with open(os.path.join(tmp, "inference.yml"), "w", encoding="utf-8") as f:
             yaml.safe_dump(inference_yml(cfg, path), f, sort_keys=False, allow_unicode=True)
         publish(tmp, final)
@@ -69,10 +70,11 @@ def save_program(model, input_size: int, prefix: str) -> None:
 def inference_yml(cfg: Config, weight_path: str) -> dict:
     from paddledist.data.pipeline import preprocess_spec
 
-    pre = dict(preprocess_spec(cfg.Train.input_size))
+    rec = recipe(cfg)  # the same resize/crop/mean/std that evaluation used
+    pre = dict(preprocess_spec(rec.input_size, rec.resize_short, rec.interpolation, rec.mean, rec.std))
     return {
         "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
-                   "input_size": cfg.Train.input_size, "input_name": INPUT_NAME, "weight_path": weight_path},
+                   "input_size": rec.input_size, "input_name": INPUT_NAME, "weight_path": weight_path},
         "PreProcess": pre,
         "PostProcess": {"output": "probabilities", "topk": min(TOPK, cfg.Train.num_classes),
                         "label_names": label_names(cfg)},

@@ -87,7 +87,8 @@ def read_model_dir(model_dir: str) -> Exported:
         spec = read_yaml(yml, "Predict.model_dir")
         pre = spec["PreProcess"]
         assert pre["layout"] == "CHW" and pre["channel_order"] in ("RGB", "BGR")
-        assert pre.get("interpolation", "bilinear") in INTERPOLATION and len(pre["resize"]) == 2
+        assert pre.get("interpolation", "bilinear") in INTERPOLATION
+        assert len(pre["resize"]) == 2 if "resize" in pre else int(pre["resize_short"]) and len(pre["crop"]) == 2
         assert len(pre["mean"]) == len(pre["std"]) == 3 and spec["PostProcess"]["label_names"] is not None
     except (KeyError, TypeError, AssertionError):
         raise UserError(f"Predict.model_dir: {yml} is not an inference.yml this version wrote; export again") from None
@@ -125,11 +126,23 @@ def _cpu_kernels(config, run_mode: str) -> None:
         config.disable_mkldnn()
 
 
+def _resize_short_crop(image: np.ndarray, pre: dict, method) -> Image.Image:
+    """The short side to resize_short, then the centre crop: the rounding of paddle's Resize(int) and CenterCrop
+    that the eval transform used (a test compares the two)."""
+    img, short = Image.fromarray(image), int(pre["resize_short"])
+    w, h = img.size
+    if min(w, h) != short:
+        img = img.resize((short, int(short * h / w)) if w < h else (int(short * w / h), short), method)
+    (ch, cw), (w, h) = pre["crop"], img.size
+    top, left = int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0))
+    return img.crop((left, top, left + cw, top + ch))
+
+
 def preprocess(image: np.ndarray, pre: dict) -> np.ndarray:
     """HWC uint8 RGB -> CHW float32, as inference.yml says; the arithmetic of data.pipeline.normalise."""
-    height, width = pre["resize"]
     method = INTERPOLATION[pre.get("interpolation", "bilinear")]
-    resized = np.asarray(Image.fromarray(image).resize((width, height), method))
+    resized = np.asarray(_resize_short_crop(image, pre, method) if "resize_short" in pre else
+                         Image.fromarray(image).resize(tuple(pre["resize"][::-1]), method))
     if pre["channel_order"] == "BGR":
         resized = resized[:, :, ::-1]
     chw = resized.astype(np.float32).transpose(2, 0, 1)

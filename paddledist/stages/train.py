@@ -9,15 +9,16 @@ import paddle
 
 from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
-from paddledist.engine import cpu, gradsync
+from paddledist.engine import cpu, gradsync, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
                                      VisualDLHook)
-from paddledist.engine.schedule import lr_factor, resume_step, scaled_lr
+from paddledist.engine.schedule import resume_step, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
-from paddledist.models import build_model
+from paddledist.models import build_model, model_spec
+from paddledist.models.recipe import recipe
 from paddledist.stages.common import set_device, setup_logging
-from paddledist.stages.train_checks import preflight, pretrained_head
+from paddledist.stages.train_checks import preflight
 
 log = logging.getLogger("paddledist")
 
@@ -51,12 +52,17 @@ def _write_run_files(cfg: Config, samples) -> None:
 def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume) -> Trainer:
     t = cfg.Train
     paddle.seed(cfg.Global.seed)
-    model = build_model(cfg.Global.model, t.num_classes, t.input_size)
+    rec = recipe(cfg)
+    if dist.is_main:
+        print(f"paddledist: {cfg.Global.model}: {rec.summary()}", flush=True)
+        if rec.size_warning(cfg.Global.model):
+            print(rec.size_warning(cfg.Global.model), flush=True)
+    model = build_model(cfg.Global.model, t.num_classes, rec.input_size)
     if pretrain:
-        load_pretrained(model, pretrain.params, cfg.Train.pretrain_weight_path)
-    train_set = ImageDataset(train_samples, Transform(t.input_size, True, t.augment))
+        load_pretrained(model, pretrain, dist.is_main)
+    train_set = ImageDataset(train_samples, Transform.of(rec, True, t.augment))
     sampler = TrainBatchSampler(len(train_set), t.batch_size, dist.world_size, dist.rank, cfg.Global.seed)
-    val_set = ImageDataset(val_samples, Transform(t.input_size, False, False))
+    val_set = ImageDataset(val_samples, Transform.of(rec, False, False))
     val_loader = make_loader(val_set, EvalBatchSampler(len(val_set), t.batch_size, dist.world_size, dist.rank), t.num_workers)
     optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler))
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
@@ -74,16 +80,17 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
 
 
 def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
-    t = cfg.Train
+    """The recipe's optimizer (Momentum with L2 or AdamW with its no-decay sets, optional clipping) and schedule."""
+    t, rec = cfg.Train, recipe(cfg)
     updates_per_epoch = -(-steps_per_epoch // t.accum_steps)
     total, warmup = t.epochs_iters * updates_per_epoch, t.warmup_steps * updates_per_epoch
     base = scaled_lr(t.learning_rate, t.batch_size, dist.world_size, t.accum_steps, t.scale_lr)
     if t.scale_lr and dist.is_main:
         print(f"paddledist: linear LR scaling: {t.learning_rate} x {dist.world_size * t.accum_steps} = {base}", flush=True)
-    scheduler = paddle.optimizer.lr.LambdaDecay(base, lambda step: lr_factor(step, total, warmup))
-    optimizer = paddle.optimizer.Momentum(learning_rate=scheduler, momentum=t.momentum, parameters=model.parameters(),
-                                          weight_decay=paddle.regularizer.L2Decay(t.weight_decay))
-    return optimizer, scheduler
+    scheduler = optim.schedule(rec, base, total, warmup, updates_per_epoch)
+    opt = model_spec(cfg.Global.model).cfg.optimizer
+    betas = (opt.beta1, opt.beta2, opt.epsilon) if opt.name == rec.optimizer else ()
+    return optim.make_optimizer(rec, model, scheduler, *betas), scheduler
 
 
 def continue_schedule(scheduler, state: TrainState, updates_per_epoch: int) -> None:
@@ -100,13 +107,11 @@ def continue_schedule(scheduler, state: TrainState, updates_per_epoch: int) -> N
     state.global_step = step
 
 
-def load_pretrained(model, params: dict, path: str) -> None:
-    """Load weights that fit; a classifier head of another class count is skipped, anything else is an error."""
-    own = model.state_dict()
-    head = pretrained_head(own, params, path)
-    model.set_state_dict({k: v for k, v in params.items() if k in own and k not in head})
-    if head:
-        print(f"paddledist: pretrained classifier head skipped (other class count): {', '.join(sorted(head))}", flush=True)
+def load_pretrained(model, pretrain, is_main: bool) -> None:
+    """Load what the preflight's fit says: tensors by name; a classifier head of another class count stays."""
+    model.set_state_dict({k: pretrain.params[k] for k in pretrain.fit.loaded})
+    if is_main:
+        print(pretrain.fit.summary(pretrain.path), flush=True)
 
 
 def restore(model, optimizer, ckpt) -> TrainState:

@@ -1,7 +1,8 @@
-"""The train stage's checks before anything is written: model, data, labels, weight files.
+"""The train stage's checks before anything is written: model, input size, data, labels, weight files.
 
 Kept apart from stages/train.py so that the launching process runs them without importing paddle (only a
-resume or pretrained file needs it, to build the model they must fit)."""
+resume or pretrained file needs it, to build the model they must fit). Weight URLs are downloaded here, in
+the launching process, before any worker starts (the workers then find the cached file)."""
 
 from __future__ import annotations
 
@@ -10,60 +11,62 @@ from paddledist.data.formats import check_files, load_samples
 from paddledist.engine import checkpoint
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
-from paddledist.models import build_model, check_model_name
+from paddledist.models import build_model, check_model_name, model_spec
+from paddledist.models.recipe import recipe
+from paddledist.stages import weights
 from paddledist.stages.common import check_labels
 
 
-def preflight(cfg: Config, dist: DistEnv):
+def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     """Everything checkable before anything is written: model, data, labels, weight files."""
     check_model_name(cfg.Global.model)
     g = cfg.Global
+    chosen = recipe(cfg)
+    if dry_run:
+        print(f"paddledist: dry run: {g.model}: {chosen.summary()}", flush=True)
     train, val = (load_samples(g.dataset_dir, split, g.seed, g.allow_outside_paths) for split in ("train", "val"))
     for samples, split in ((train, "train"), (val, "val")):
         if len(samples) == 0:
             raise UserError(f"{cfg.Global.dataset_dir}: the {split} split is empty")
         check_labels(samples, cfg.Train.num_classes, cfg.Global.dataset_dir)
         check_files(samples)
-    resume = _read_weights(cfg.Train.resume_path, "Train.resume_path", dist)
-    pretrain = _read_weights(cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist)
+    resume = _read_weights(cfg, cfg.Train.resume_path, "Train.resume_path", dist, dry_run)
+    pretrain = _read_weights(cfg, cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist, dry_run)
     if resume or pretrain:
         _check_fits(cfg, resume, pretrain)
     return train, val, resume, pretrain
 
 
-def _check_fits(cfg: Config, resume, pretrain) -> None:
-    """Weights must fit Global.model before anything is written: paddle itself would skip a misfit with a
-    warning and train on from a fresh layer."""
+def model_shapes(cfg: Config) -> dict:
+    """Name -> shape of Global.model's state dict, built under paddle.LazyGuard (nothing allocated)."""
     # A throwaway model must not shift the real one's parameter names, which key the optimizer state (.pdopt).
     import paddle
 
-    with paddle.utils.unique_name.guard():
-        own = build_model(cfg.Global.model, cfg.Train.num_classes, cfg.Train.input_size).state_dict()
+    with paddle.utils.unique_name.guard(), paddle.LazyGuard():
+        own = build_model(cfg.Global.model, cfg.Train.num_classes, recipe(cfg).input_size).state_dict()
+    return {k: [int(d) for d in v.shape] for k, v in own.items()}
+
+
+def _check_fits(cfg: Config, resume, pretrain) -> None:
+    """Weights must fit Global.model before anything is written: paddle itself would skip a misfit with a
+    warning and train on from a fresh layer."""
+    own = model_shapes(cfg)
     if resume:
-        bad = [k for k in own if k not in resume.params or list(resume.params[k].shape) != list(own[k].shape)]
+        bad = [k for k in own if k not in resume.params or list(resume.params[k].shape) != own[k]]
         if bad:
-            raise UserError(f"Train.resume_path: {cfg.Train.resume_path} does not fit Global.model={cfg.Global.model} "
+            raise UserError(f"Train.resume_path: {resume.path} does not fit Global.model={cfg.Global.model} "
                             f"with Train.num_classes={cfg.Train.num_classes} (missing or wrong shape: "
                             f"{', '.join(bad[:5])}); resume with the settings the checkpoint was trained with")
     if pretrain:
-        pretrained_head(own, pretrain.params, cfg.Train.pretrain_weight_path)
+        pretrain.fit = weights.fit_pretrained(own, pretrain.params, model_spec(cfg.Global.model).classifier,
+                                              "Train.pretrain_weight_path", pretrain.path)
 
 
-def _read_weights(path, what: str, dist: DistEnv):
+def _read_weights(cfg: Config, value, key: str, dist: DistEnv, dry_run: bool):
     # The file may exist on the first machine only: rank 0 reads it and shares it (see broadcast_object).
-    if not path:
+    if not value or not dist.is_main:
         return None
-    return checkpoint.load(path, what) if dist.is_main else None
-
-
-def pretrained_head(own: dict, params: dict, path: str) -> set:
-    """The classifier head's keys when only they differ in shape (another class count: skipped on loading);
-    any other missing or misfitting key is an error."""
-    missing = [k for k in own if k not in params]
-    misfit = [k for k in own if k in params and list(params[k].shape) != list(own[k].shape)]
-    head = {k for k in misfit if k == list(own)[-1] or k == list(own)[-2]}
-    if missing or set(misfit) - head:
-        bad = (missing + [k for k in misfit if k not in head])[:5]
-        raise UserError(f"Train.pretrain_weight_path: {path} does not fit the model (missing or wrong shape: "
-                        f"{', '.join(bad)}); use weights of the same Global.model")
-    return head
+    path = weights.source(value, key, cfg.Global.model, dry_run)
+    if weights.pending(path, dry_run):
+        return None
+    return checkpoint.load(path, key)

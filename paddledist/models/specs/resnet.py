@@ -12,7 +12,8 @@ from paddledist.models.registry import ModelSpec, OptimizerCfg, PretrainedCfg, p
 def _spec(name: str, depth: int, vd: bool, weight_decay: float, warmup_epochs: int) -> ModelSpec:
     cfg = PretrainedCfg(url=paddlex_url(name), input_size=224, resize_short=256, min_input_size=32,
                         optimizer=OptimizerCfg(name="Momentum", momentum=0.9, weight_decay=weight_decay,
-                                               learning_rate=0.1, warmup_epochs=warmup_epochs))
+                                               learning_rate=0.1, warmup_epochs=warmup_epochs,
+                                               schedule="piecewise" if not vd and depth != 50 else "cosine"))
     return ModelSpec(name, "resnet", "resnet", kwargs={"depth": depth, "vd": vd}, cfg=cfg, paddleclas_name=name)
 
 
