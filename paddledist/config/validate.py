@@ -49,7 +49,7 @@ def validate(cfg: Config) -> None:
     for key, high in _MAXIMA.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
-        if value > high:
+        if value is not None and value > high:
             raise UserError(f"{key} must be <= {high}, got {value} (set it in the config or with -o {key}=...)")
     if cfg.Train.port > 65535 - 16:
         raise UserError(f"Train.port must leave room for the job's ports below 65535, got {cfg.Train.port}")

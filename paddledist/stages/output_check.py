@@ -100,9 +100,10 @@ def parameter_count(cfg: Config) -> int:
     import paddle
 
     from paddledist.models import build_model
+    from paddledist.models.recipe import recipe
 
     with paddle.utils.unique_name.guard(), paddle.LazyGuard():
-        model = build_model(cfg.Global.model, cfg.Train.num_classes, cfg.Train.input_size)
+        model = build_model(cfg.Global.model, cfg.Train.num_classes, recipe(cfg).input_size)
     return sum(math.prod(p.shape) for p in model.parameters())
 
 
