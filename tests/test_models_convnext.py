@@ -1,5 +1,6 @@
-"""ConvNeXt against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py): names and shapes of every
-name (lazily), eval outputs of ConvNeXt_tiny, and drop path's train-mode semantics under one seed."""
+"""ConvNeXt against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py): names and shapes of tiny, small,
+base and large, eval outputs of ConvNeXt_tiny, drop path's train-mode semantics under one seed, and a few
+AdamW steps that move every weight."""
 
 from __future__ import annotations
 
@@ -47,3 +48,32 @@ def test_train_mode_drop_path_equals_paddleclas_under_one_seed():
     paddle.seed(7)
     b = theirs(x).numpy()
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
+
+
+@pytest.mark.parametrize("name", ["ConvNeXt_base_224", "ConvNeXt_large_384"])
+def test_wider_variants_names_and_shapes_equal_paddleclas(name):
+    """base and large: ours lazily, PaddleClas's eagerly (its head's set_value needs real tensors)."""
+    with paddle.LazyGuard():
+        ours = build_model(name, 10, REGISTRY[name].cfg.input_size)
+    theirs = reference(name)
+    assert {k: list(v.shape) for k, v in ours.state_dict().items()} == \
+        {k: list(v.shape) for k, v in theirs.state_dict().items()}
+
+
+def test_a_few_training_steps_move_every_weight():
+    paddle.seed(3)
+    model = build_model("ConvNeXt_tiny", 4, 32)
+    model.train()
+    before = {k: v.numpy().copy() for k, v in model.named_parameters() if not v.stop_gradient}
+    opt = paddle.optimizer.AdamW(learning_rate=1e-3, parameters=model.parameters(), weight_decay=0.05)
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal([4, 3, 32, 32]).astype("float32"))
+    y = paddle.to_tensor(np.array([0, 1, 2, 3], dtype="int64"))
+    losses = []
+    for _ in range(3):
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+    assert all(np.isfinite(losses)), losses
+    assert [k for k, v in model.named_parameters() if k in before and np.array_equal(v.numpy(), before[k])] == []
