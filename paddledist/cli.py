@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from paddledist.errors import USER_ERROR_EXIT, UserError
+from paddledist.errors import OUTPUT_ERROR_EXIT, USER_ERROR_EXIT, OutputWriteError, UserError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -61,6 +61,9 @@ def main(argv: Optional[Sequence[str]] = None, mode: Optional[str] = None, prog:
     except UserError as e:
         print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT
+    except OutputWriteError as e:
+        print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
+        return OUTPUT_ERROR_EXIT
     except KeyboardInterrupt:
         print("paddledist: interrupted", file=sys.stderr, flush=True)
         return 130
