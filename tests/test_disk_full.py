@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from netns import netns_hosts  # noqa: F401  (fixture)
+
 from paddledist.errors import OUTPUT_ERROR_EXIT, OutputWriteError
 from paddledist.fsio import atomic_write
 
@@ -93,3 +95,22 @@ def test_two_processes_on_a_1200k_disk_keep_latest_and_stop_together(tmpfs):
                   f"Train.resume_path={out}/latest/latest.pdparams")
     assert again.returncode not in (0, 2) and "No space left on device" in again.stderr, again.stderr[-3000:]
     assert digest(out / "latest") == before and no_partial_files(out)
+
+
+@pytest.mark.multihost
+def test_a_full_disk_on_the_first_host_is_named_on_both_hosts(tmpfs, netns_hosts, tmp_path):  # noqa: F811
+    """Machines with their own disks: the first host's Global.output is a 1.2 MB tmpfs. Both hosts stop,
+    neither with 0 or 2, and both print "No space left" (the second one hears it from the first)."""
+    from test_failures_multihost import command, output, start, wait_all
+
+    hosts = netns_hosts(2)
+    for i in range(2):
+        (tmp_path / f"host{i}").mkdir()
+    full = tmpfs("1200k")
+    os.symlink(full, tmp_path / "host0" / "out")
+    procs = start(hosts, tmp_path, "full", command(hosts, "Train.save_interval=1", "Train.epochs_iters=3"))
+    done = wait_all(procs, timeout=240)
+    assert all(code not in (0, 2) for code, _ in done.values()), done
+    for i in range(2):
+        assert "No space left on device" in output(tmp_path, "full", i), output(tmp_path, "full", i)[-3000:]
+    assert (full / "latest" / "latest.pdparams").is_file() and no_partial_files(full)
