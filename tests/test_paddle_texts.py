@@ -12,8 +12,6 @@ import pytest
 
 from paddledist.launch import paddle_texts
 
-pytestmark = pytest.mark.multiproc
-
 WORKER = textwrap.dedent("""
     import os, sys, time
     import paddle, paddle.distributed as dist
@@ -26,6 +24,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.multiproc
 def test_the_real_launcher_and_gloo_print_what_the_runner_matches(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -42,6 +41,7 @@ def test_the_real_launcher_and_gloo_print_what_the_runner_matches(tmp_path):
     assert paddle_texts.collective_broke(rank0), "\n".join(rank0[-30:])
 
 
+@pytest.mark.unit
 def test_own_error_finds_the_last_paddledist_line():
     lines = ["x", "paddledist: error: first", "[rank0] paddledist: error: cannot write /o/latest: No space left"]
     assert paddle_texts.own_error(lines) == "cannot write /o/latest: No space left"
