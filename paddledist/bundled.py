@@ -32,14 +32,15 @@ def is_bundled(path: str) -> bool:
 
 
 def dataset_override(path: str) -> list[str]:
-    """For a packaged config whose Global.dataset_dir is relative: `-o Global.dataset_dir=<bundled copy>`, so the
-    job trains from any working folder. Our own small file, parsed safely."""
+    """For a packaged config whose Global.dataset_dir is relative and not found from the working folder:
+    `-o Global.dataset_dir=<bundled copy>`, so the job trains from any folder (in a checkout's root the relative
+    path still means what it says, the same text on every machine). Our own small file, parsed safely."""
     import yaml
 
     if not is_bundled(path):
         return []
     with open(path, encoding="utf-8") as f:
         dataset_dir = (yaml.safe_load(f) or {}).get("Global", {}).get("dataset_dir")
-    if not isinstance(dataset_dir, str) or os.path.isabs(dataset_dir):
+    if not isinstance(dataset_dir, str) or os.path.isabs(dataset_dir) or os.path.exists(dataset_dir):
         return []
     return [f"Global.dataset_dir={os.path.normpath(os.path.join(root(), dataset_dir))}"]

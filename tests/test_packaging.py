@@ -33,6 +33,8 @@ def test_packaged_default_config_and_its_dataset_resolve_from_any_folder(tmp_pat
     assert overrides == [f"Global.dataset_dir={bundled.root()}{os.sep}dataset{os.sep}digits"]
     assert os.path.isfile(os.path.join(bundled.root(), "dataset", "digits", "train.txt"))
     assert cli.resolve_config(str(REPO / "tests" / "data" / "paddlex_cls.yaml"))[1] == []
+    monkeypatch.chdir(REPO)  # where ./dataset/digits exists, the config means it as written
+    assert cli.resolve_config("configs/image_classification.yaml")[1] == []
 
 
 def test_a_leading_mode_word_is_the_mode():
