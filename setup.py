@@ -5,7 +5,16 @@ import os
 import subprocess
 import sys
 
+import shutil
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+# What paddledist.bundled finds in a wheel under paddledist/_bundled/: the ready configs and the digits data the
+# default config trains on, so an installed package trains from any folder (in a checkout they stay at the root).
+BUNDLED = ("configs", "dataset")
+PADDLE = "paddlepaddle>=3.3,<3.4"
+"""The tested range (paddledist.paddle_version.REQUIREMENT, checked by a test): the code uses private _C_ops."""
 
 # Builds that provide the same `paddle` module as the CPU `paddlepaddle`; requiring that one on top of
 # them would install a second, clashing `paddle`.
@@ -32,7 +41,19 @@ def installed(dist: str) -> bool:
 
 
 def paddle_requirement() -> list:
-    return [] if any(installed(dist) for dist in PADDLE_GPU_BUILDS) else ["paddlepaddle>=3.0"]
+    return [] if any(installed(dist) for dist in PADDLE_GPU_BUILDS) else [PADDLE]
+
+
+class BuildWithBundled(build_py):
+    """build_py, plus configs/ and dataset/ copied into the built package as paddledist/_bundled/."""
+
+    def run(self) -> None:
+        super().run()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for folder in BUNDLED:
+            target = os.path.join(self.build_lib, "paddledist", "_bundled", folder)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(os.path.join(here, folder), target, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 setup(
@@ -41,7 +62,8 @@ setup(
     description="PaddleX-style declarative configs for data-parallel image classification across machines",
     packages=find_packages(include=["paddledist", "paddledist.*"]),
     python_requires=">=3.10",
-    install_requires=["pyyaml>=6.0", "omegaconf>=2.3", "pillow>=9.0", "numpy"] + paddle_requirement(),
+    install_requires=["pyyaml>=6.0", "omegaconf>=2.3", "psutil>=5.9", "pillow>=9.0", "numpy"] + paddle_requirement(),
     extras_require={"test": ["pytest>=7", "hypothesis>=6"], "viz": ["visualdl"]},
+    cmdclass={"build_py": BuildWithBundled},
     entry_points={"console_scripts": ["paddledist=paddledist.cli:console_main"]},
 )

@@ -28,18 +28,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_procs import ROOT  # noqa: E402  (this folder is first on sys.path: the benchmark's own modules)
+
 sys.path.insert(0, ROOT)
 
 from paddledist.engine.cpu import MALLOC, cpu_env, cpu_vendor, has_avx2, usable_cpus  # noqa: E402  (no paddle)
@@ -50,19 +48,10 @@ CONFIG = os.path.join(ROOT, "configs", "image_classification.yaml")
 TUNING_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_DEBUG_CPU_TYPE", *MALLOC)
 """Removed from every run's environment; the runs that want them set them."""
 
-
-@dataclass
-class Row:
-    name: str
-    data: str
-    values: list = field(default_factory=list)
-    foreign: list = field(default_factory=list)
-    bounds: list = field(default_factory=list)
-    """Ceiling runs: N x the slowest process's images/s, the most any synchronous data parallel could make."""
-
-    @property
-    def median(self) -> Optional[float]:
-        return round(statistics.median(self.values), 1) if self.values else None
+from bench_probes import make_png_folder, probe_flops, probe_gemm, probe_loader  # noqa: E402
+from bench_procs import (cpu_snapshot, finish, foreign_share, free_port_range, last_json, run, start,  # noqa: E402
+                         startup_overhead, store_retried, time_to_line, wait_quiet)
+from bench_report import Row, plot, table  # noqa: E402
 
 
 class Bench:
@@ -244,242 +233,6 @@ class Bench:
 
     def probe(self, what: str, env: dict, *extra: str) -> dict:
         return last_json(run([sys.executable, __file__, "--probe", what, *extra], env, self.args.timeout))
-
-
-# ---- probes ---------------------------------------------------------------------------------------------------
-
-def probe_gemm() -> dict:
-    """GFLOP/s of a 1024^3 float32 matrix product on one thread: numpy (OpenBLAS) and paddle (mklml)."""
-    import numpy as np
-    import paddle
-
-    n, reps = 1024, 10
-    a, b = np.random.rand(n, n).astype(np.float32), np.random.rand(n, n).astype(np.float32)
-    pa, pb = paddle.to_tensor(a), paddle.to_tensor(b)
-    rates = {}
-    for name, fn in (("numpy", lambda: a @ b), ("paddle", lambda: paddle.matmul(pa, pb).numpy())):
-        fn()
-        start = time.process_time()
-        for _ in range(reps):
-            fn()
-        rates[name] = round(2 * n ** 3 * reps / (time.process_time() - start) / 1e9, 1)
-    return rates
-
-
-def probe_flops(model_name: str, size: int) -> dict:
-    """Multiply-adds of one forward pass (convolutions and linear layers), counted with forward hooks."""
-    import numpy as np
-    import paddle
-
-    from paddledist.models import build_model
-
-    model, macs = build_model(model_name, 10, size), [0]
-
-    def hook(layer, inputs, output):
-        weight = layer.weight
-        per_output = int(np.prod(weight.shape[1:])) if isinstance(layer, paddle.nn.Conv2D) else weight.shape[0]
-        macs[0] += int(np.prod(output.shape)) * per_output
-
-    for layer in model.sublayers():
-        if isinstance(layer, (paddle.nn.Conv2D, paddle.nn.Linear)):
-            layer.register_forward_post_hook(hook)
-    model.eval()
-    model(paddle.zeros([1, 3, size, size]))
-    return {"forward_macs": macs[0], "train_flops": 6 * macs[0]}  # forward 2 x MACs; backward about twice that
-
-
-def probe_loader(data: str, batch_size: int, batches: int) -> dict:
-    """paddledist's training loader (decode, augment, normalise, collate) in the main process, as trainers run it."""
-    from paddledist.data.formats import load_samples
-    from paddledist.data.pipeline import ImageDataset, TrainBatchSampler, Transform, make_loader
-
-    samples = load_samples(data, "train")
-    dataset = ImageDataset(samples, Transform(32, True, True))
-    sampler = TrainBatchSampler(len(dataset), batch_size, 1, 0, 0)
-    sampler.set_epoch(1)
-    loader, seen, start = make_loader(dataset, sampler, 0), 0, None
-    while seen < batches * batch_size:
-        for i, batch in enumerate(loader):
-            if start is None:
-                start, seen = time.perf_counter(), -batch_size  # the first batch is warm-up
-            seen += batch[0].shape[0]
-            if seen >= batches * batch_size:
-                break
-    return {"images_per_sec": round(seen / (time.perf_counter() - start), 1)}
-
-
-def make_png_folder(root: str, n: int, classes: int = 10) -> str:
-    """A ClsDataset of n random 32x32 PNGs (train.txt, val.txt, label.txt, images/)."""
-    import numpy as np
-    from PIL import Image
-
-    os.makedirs(os.path.join(root, "images"), exist_ok=True)
-    rng = np.random.default_rng(0)
-    lines = []
-    for i in range(n):
-        label = i % classes
-        image = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
-        Image.fromarray(image).save(os.path.join(root, "images", f"{i}.png"))
-        lines.append(f"images/{i}.png {label}\n")
-    with open(os.path.join(root, "train.txt"), "w") as f:
-        f.writelines(lines)
-    with open(os.path.join(root, "val.txt"), "w") as f:
-        f.writelines(lines[: max(1, n // 8)])
-    with open(os.path.join(root, "label.txt"), "w") as f:
-        f.writelines(f"{k} class{k}\n" for k in range(classes))
-    return root
-
-
-# ---- processes and load -------------------------------------------------------------------------------------
-
-def start(argv: list[str], env: dict) -> subprocess.Popen:
-    return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish(proc: subprocess.Popen, timeout: float) -> str:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        raise SystemExit(f"timed out after {timeout} s: {' '.join(proc.args)}\n{out[-3000:]}")
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(proc.args)}\n{out[-3000:]}")
-    return out
-
-
-def run(argv: list[str], env: dict, timeout: float) -> str:
-    return finish(start(argv, env), timeout)
-
-
-def last_json(out: str) -> dict:
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise SystemExit(f"no JSON line in the output:\n{out[-3000:]}")
-
-
-def time_to_line(argv: list[str], env: dict, path: str, marker: str, timeout: float) -> float:
-    """Seconds until `marker` appears in the file at `path`; the command then runs to its end."""
-    t0 = time.time()
-    proc = subprocess.Popen(argv, env={**env, "BENCH_T0": repr(t0)}, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    seen = None
-    while seen is None and proc.poll() is None and time.time() - t0 < timeout:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                if marker in f.read():
-                    seen = time.time() - t0
-        except OSError:
-            pass
-        time.sleep(0.02)
-    proc.wait(timeout=timeout)
-    if seen is None or proc.returncode != 0:
-        raise SystemExit(f"no {marker!r} in {path} (exit {proc.returncode}): {' '.join(argv)}")
-    return round(seen, 2)
-
-
-def startup_overhead(runs: dict[str, list[tuple[float, bool]]]) -> Optional[dict]:
-    """Median start-up of each side and their difference, over runs of one kind: without paddle's 3 s store
-    retry where both sides have such runs, else over runs that both hit it; None when the sides share no kind
-    (a retried launch against a clean one would show a 3 s difference that is paddle's race, not overhead)."""
-    for retried in (False, True):
-        use = {k: [t for t, r in v if r == retried] for k, v in runs.items()}
-        if use["bare"] and use["pd"]:
-            bare, pd = statistics.median(use["bare"]), statistics.median(use["pd"])
-            return {"bare_launch_s": round(bare, 2), "paddledist_s": round(pd, 2), "overhead_s": round(pd - bare, 2),
-                    "compared": "runs with the store retry" if retried else "runs without the store retry"}
-    return None
-
-
-def store_retried(log_dir: str) -> bool:
-    """Whether a rank retried its connection to paddle's TCP store (a 3 s sleep) in this launch's worker logs."""
-    for root, _, files in os.walk(log_dir):
-        for name in files:
-            if name.startswith("workerlog."):
-                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
-                    if "Retry to connect" in f.read():
-                        return True
-    return False
-
-
-def free_port_range(span: int = 17) -> int:
-    """A base port with base..base+span free now (paddledist's own default may be taken by another job)."""
-    for base in range(23000, 40000, 97):
-        try:
-            for port in range(base, base + span):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise SystemExit("no free port range found")
-
-
-def cpu_snapshot() -> Optional[tuple[int, int, float]]:
-    """(busy jiffies, all jiffies) of the machine and the CPU seconds of finished children."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return None
-    idle = fields[3] + fields[4]
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return sum(fields) - idle, sum(fields), usage.ru_utime + usage.ru_stime
-
-
-def foreign_share(before, after) -> Optional[float]:
-    """Share of the machine's CPU time used by processes other than the measured ones."""
-    if before is None or after is None or after[1] == before[1]:
-        return None
-    hz = os.sysconf("SC_CLK_TCK")
-    busy, total, ours = after[0] - before[0], after[1] - before[1], (after[2] - before[2]) * hz
-    return max(0.0, (busy - ours) / total)
-
-
-def wait_quiet(limit_s: float, idle_share: float = 0.9) -> None:
-    """Wait (up to limit_s) until the machine is at least idle_share idle over a 2 s window."""
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        a = cpu_snapshot()
-        time.sleep(2)
-        b = cpu_snapshot()
-        if a is None or b[1] == a[1] or 1 - (b[0] - a[0]) / (b[1] - a[1]) >= idle_share:
-            return
-
-
-# ---- report ---------------------------------------------------------------------------------------------------
-
-def table(rows: list[Row]) -> str:
-    lines = [f"| {'measurement':<52} | {'data':<9} | {'images/s':>9} | {'runs':<24} | foreign |",
-             f"|{'-' * 54}|{'-' * 11}|{'-' * 11}|{'-' * 26}|---------|"]
-    for r in rows:
-        runs = ", ".join(f"{v:.0f}" for v in r.values)
-        lines.append(f"| {r.name:<52} | {r.data:<9} | {r.median:>9} | {runs:<24} | {max(r.foreign) * 100:>6.0f}% |")
-    return "\n".join(lines)
-
-
-def plot(rows: list[Row], path: str, title: str) -> Optional[str]:
-    """A bar chart of the medians (matplotlib, an optional dependency: skipped when missing)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)", flush=True)
-        return None
-    labels = [f"{r.name} [{r.data}]" for r in rows]
-    fig, ax = plt.subplots(figsize=(10, 0.42 * len(rows) + 1.2))
-    colors = ["#4c72b0" if "paddledist" in r.name else "#c44e52" if "ceiling" in r.name else "#999999" for r in rows]
-    ax.barh(labels[::-1], [r.median for r in rows][::-1], color=colors[::-1])
-    for i, r in enumerate(rows[::-1]):
-        ax.text(r.median, i, f" {r.median:.0f}", va="center", fontsize=8)
-    ax.set_xlabel("images/s (median)")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
 
 
 # ---- the run ---------------------------------------------------------------------------------------------------

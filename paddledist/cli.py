@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
-from paddledist.errors import USER_ERROR_EXIT, UserError
+from paddledist.errors import OUTPUT_ERROR_EXIT, USER_ERROR_EXIT, OutputWriteError, UserError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -19,20 +20,50 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+MODES = ("check_dataset", "train", "evaluate", "export", "predict")
+"""`paddledist <mode> -c ...` runs that stage, like tools/<mode>.py; without one, Global.mode decides."""
+
+
+def split_mode(argv: Sequence[str], mode: Optional[str]) -> tuple[list[str], Optional[str]]:
+    """A leading mode word (`paddledist train -c ...`) taken off argv; a tool's fixed mode wins."""
+    argv = list(argv)
+    if argv and argv[0] in MODES and mode is None:
+        return argv[1:], argv[0]
+    return argv, mode
+
+
+def resolve_config(path: str) -> tuple[str, list[str]]:
+    """`-c` as given, or the packaged config of that name (`-c image_classification`) when no such file exists;
+    with the overrides that point a packaged config's relative dataset at the bundled copy."""
+    from paddledist import bundled
+
+    if not os.path.exists(path) and bundled.config_path(path):
+        path = bundled.config_path(path)
+    return path, bundled.dataset_override(path)
+
+
 def main(argv: Optional[Sequence[str]] = None, mode: Optional[str] = None, prog: str = "paddledist") -> int:
-    """Run the stages named by `mode` (a tool's fixed stage) or by `Global.mode`; returns the exit code."""
+    """Run the stages named by `mode` (a tool's fixed stage, or a leading mode word) or by `Global.mode`;
+    returns the exit code."""
+    argv, mode = split_mode(sys.argv[1:] if argv is None else argv, mode)
     args = build_parser(prog).parse_args(argv)
-    overrides = [item for group in args.override for item in group]
     try:
+        from paddledist import paddle_version
         from paddledist.config import load
 
-        cfg = load(args.config, overrides + ([f"Global.mode={mode}"] if mode else []))
+        paddle_version.check()
+        config, implied = resolve_config(args.config)
+        overrides = implied + [item for group in args.override for item in group]
+        cfg = load(config, overrides + ([f"Global.mode={mode}"] if mode else []))
         from paddledist.stages import run_pipeline  # after the config: its mistakes are reported fast
 
-        return run_pipeline(cfg, args.config, overrides, dry_run=args.dry_run)
+        return run_pipeline(cfg, config, overrides, dry_run=args.dry_run)
     except UserError as e:
         print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT
+    except OutputWriteError as e:
+        print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
+        return OUTPUT_ERROR_EXIT
     except KeyboardInterrupt:
         print("paddledist: interrupted", file=sys.stderr, flush=True)
         return 130

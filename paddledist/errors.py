@@ -12,3 +12,15 @@ class UserError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))
+
+
+OUTPUT_ERROR_EXIT = 3
+"""Writing a result or checkpoint failed (disk full, I/O error): not a config mistake, so not 2."""
+
+
+class OutputWriteError(Exception):
+    """A write under Global.output failed; the message names the path, the space needed and free, and the
+    partial files are already removed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,37 @@ def run_tool(tmp_path):
         return subprocess.run([sys.executable, str(REPO / "tools" / script), *map(str, args)], cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=timeout)
     return run
+
+
+HOLDER_MARK = "paddledist_port_holder"
+"""Appears in the command line of the process `busy_port` starts, so tests can check it is the one named."""
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def busy_port():
+    """A free port, then held by another process listening on it: (port, pid)."""
+    port = free_port()
+    code = (f"import socket, time; {HOLDER_MARK} = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); "
+            "print(1, flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "1"
+    yield port, proc.pid
+    proc.kill()
+    proc.wait()
+
+
+FAMILIES = ("unit", "multiproc", "multihost", "bench", "models")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Every test belongs to one family (pytest.ini's markers), so `pytest -m unit` and friends select all."""
+    lost = [item.nodeid for item in items if not any(item.get_closest_marker(m) for m in FAMILIES)]
+    if lost:
+        raise pytest.UsageError(f"tests without a family marker ({', '.join(FAMILIES)}): {', '.join(lost[:5])}")

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HOLDER_MARK
+
+pytestmark = pytest.mark.multiproc
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "configs" / "image_classification.yaml"
@@ -30,7 +32,6 @@ def foreign_addresses(count: int = 2) -> list[str]:
 
 A, B = foreign_addresses()
 TEST_NET = f"{A},{B}"
-HOLDER_MARK = "paddledist_port_holder"
 
 
 @pytest.fixture(scope="module")
@@ -81,23 +82,6 @@ def snapshot(root: Path) -> dict:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def busy_port():
-    """A free port, then held by another process listening on it: (port, pid)."""
-    port = free_port()
-    code = (f"import socket, time; {HOLDER_MARK} = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); "
-            "print(1, flush=True); time.sleep(120)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "1"
-    yield port, proc.pid
-    proc.kill()
-    proc.wait()
 
 
 # (id, overrides (with {real}, {text}, {cut}, {port}, {pid} filled in), fragments of the one line, --dry-run?)

@@ -19,6 +19,8 @@ import pytest
 from paddledist.engine import checkpoint
 from paddledist.errors import UserError
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Saves epochs start, start+1, ... forever; every array holds the epoch number, so a mix of two saves shows.

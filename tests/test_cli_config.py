@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.multiproc
+
 # Single-process, CPU: no cluster, no GPU needed.
 LOCAL = ["Global.device=cpu", "Train.dist_ips=null"]
 # A dry run checks the dataset and weight files too: point the PaddleX file's paths at what exists here.

@@ -7,11 +7,14 @@ import threading
 import time
 
 import pytest
+from conftest import HOLDER_MARK, free_port
 
 from paddledist.cluster import ClusterPlan, LocalAddress, local_addresses, plan, preflight, validate_dist_ips
 from paddledist.cluster import interfaces
 from paddledist.config import DeviceSpec, load
 from paddledist.errors import UserError
+
+pytestmark = pytest.mark.unit
 
 LAN = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"), LocalAddress("eth0", "fe80::1"))
 
@@ -123,12 +126,6 @@ def test_invalid_list_is_rejected_before_matching():
 
 # --- preflight: every node meets node 0, bounded in time --------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.0.1", "127.0.0.2")) -> ClusterPlan:
     """127.0.0.0/8 all answers on lo, so two loopback addresses stand in for two machines."""
     return ClusterPlan(nodes=tuple(nodes), node_rank=rank, ifname="lo", device=DeviceSpec("cpu", tuple(range(nproc))),
@@ -191,44 +188,34 @@ def test_preflight_fails_fast_when_the_store_port_is_taken():
             preflight(node(0, port))
 
 
-def test_preflight_is_a_no_op_for_one_node():
-    preflight(ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), free_port(), "t", 1, "test"))
+def test_preflight_is_a_no_op_for_one_node(busy_port):
+    """One machine: no peers to meet and no port of its own to check, so even a held Train.port is fine."""
+    port, _ = busy_port
+    plan = ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), port, "t", 1, "test")
+    started = time.monotonic()
+    assert preflight(plan) is None and time.monotonic() - started < 1
+    with pytest.raises(UserError, match="is in use"):  # the same held port does stop a two-node job's node 0
+        preflight(node(0, port))
 
 
 # --- ports: a busy port names the process that holds it -------------------------------------------------
 
-@pytest.fixture
-def listener(tmp_path):
-    """A separate process listening on a free port: (port, pid)."""
-    import subprocess
-    import sys
-
-    port = free_port()
-    code = (f"import socket, time; holder_marker = 1; s = socket.socket(); s.bind(('', {port})); s.listen(); "
-            "print('up', flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "up"
-    yield port, proc.pid
-    proc.kill()
-    proc.wait()
-
-
-def test_a_busy_port_names_its_process(listener):
+def test_a_busy_port_names_its_process(busy_port):
     from paddledist.cluster import ports
 
-    port, pid = listener
+    port, pid = busy_port
     assert ports.bind_error(port) is not None and ports.bind_error(free_port()) is None
     found = dict(ports.holders(port))
-    assert pid in found and "holder_marker" in found[pid]
+    assert pid in found and HOLDER_MARK in found[pid]
 
 
-def test_preflight_on_node_0_names_the_holder_of_train_port(listener):
-    port, pid = listener
+def test_preflight_on_node_0_names_the_holder_of_train_port(busy_port):
+    port, pid = busy_port
     with pytest.raises(UserError) as e:
         preflight(node(0, port))
     message = str(e.value)
     assert f"port {port} (Train.port) on node 0 (127.0.0.1) is in use, held by pid {pid} (" in message
-    assert "holder_marker" in message and "-o Train.port=" in message
+    assert HOLDER_MARK in message and "-o Train.port=" in message
 
 
 # --- fingerprint: machines must agree on versions, config and dataset lists -----------------------------

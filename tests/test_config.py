@@ -15,6 +15,8 @@ from paddledist.config.overrides import parse_overrides, parse_value
 from paddledist.config.reference import field_docs, render
 from paddledist.errors import UserError
 
+pytestmark = pytest.mark.unit
+
 SCHEMA_KEYS = {
     "Global.model", "Global.mode", "Global.dataset_dir", "Global.device", "Global.output", "Global.seed", "Global.allow_outside_paths",
     "CheckDataset.convert.enable", "CheckDataset.convert.src_dataset_type",

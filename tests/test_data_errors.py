@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 DIGITS = REPO / "dataset" / "digits"
 CONFIG = REPO / "configs" / "image_classification.yaml"

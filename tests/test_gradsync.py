@@ -23,6 +23,8 @@ from paddledist.engine.distenv import DistEnv
 from paddledist.engine.gradsync import choose
 from paddledist.errors import UserError
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 BIG = 10**12
 

@@ -11,7 +11,9 @@ import pytest
 
 from paddledist.cluster import ClusterPlan, preflight
 from paddledist.config import DeviceSpec
-from test_cluster import free_port
+from conftest import free_port
+
+pytestmark = pytest.mark.unit
 
 NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 INTERVAL, TIMEOUT = 0.2, 1.5

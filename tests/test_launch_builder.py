@@ -11,6 +11,8 @@ from paddledist.config import load
 from paddledist.errors import UserError
 from paddledist.launch import build, command_line, env_changes, in_worker, is_first_machine, launch_stage, needs_launch
 
+pytestmark = pytest.mark.unit
+
 LOCAL = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"))
 SCRIPT, ARGS = "/src/tools/train.py", ["-c", "cfg.yaml", "-o", "Global.mode=train"]
 LAUNCH = ["py", "-m", "paddle.distributed.launch"]

@@ -18,6 +18,8 @@ from paddledist.cluster import ClusterPlan
 from paddledist.config import DeviceSpec
 from paddledist.launch import run, runner
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "fleet_probe.py"
 CONFIG = REPO / "configs" / "image_classification.yaml"

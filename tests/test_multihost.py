@@ -11,6 +11,10 @@ from pathlib import Path
 
 from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
 
+import pytest
+
+pytestmark = pytest.mark.multihost
+
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = str(REPO / "tools" / "train.py")
 CONFIG = str(REPO / "configs" / "image_classification.yaml")

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "configs" / "image_classification.yaml")
 DIGITS = REPO / "dataset" / "digits"

@@ -11,6 +11,10 @@ from pathlib import Path
 
 from netns import netns_hosts  # noqa: F401  (fixture)
 
+import pytest
+
+pytestmark = pytest.mark.multihost
+
 REPO = Path(__file__).resolve().parent.parent
 MAIN = str(REPO / "tools" / "main.py")
 CONFIG = str(REPO / "configs" / "image_classification.yaml")

@@ -9,6 +9,8 @@ import pytest
 from paddledist.data.sharding import eval_shard, rank_batches, steps_per_epoch
 from paddledist.engine.schedule import lr_factor, scaled_lr
 
+pytestmark = pytest.mark.unit
+
 SIZES = [1, 2, 3, 7, 31, 64, 65, 100, 359, 1437]
 
 

@@ -13,6 +13,8 @@ from PIL import Image
 
 from paddledist.stages import dataset_check, dataset_split
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "configs" / "image_classification.yaml")
 DIGITS = REPO / "dataset" / "digits"

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "configs" / "image_classification.yaml")
 DIGITS = REPO / "dataset" / "digits"

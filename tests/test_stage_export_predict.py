@@ -19,6 +19,8 @@ from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
 from paddledist.stages import export, predict
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "configs" / "image_classification.yaml")
 DIGITS = REPO / "dataset" / "digits"

@@ -17,6 +17,8 @@ import paddle
 import pytest
 from PIL import Image
 
+pytestmark = pytest.mark.multiproc
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "configs" / "image_classification.yaml"
 DIGITS = REPO / "dataset" / "digits"

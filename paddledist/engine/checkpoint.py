@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from paddledist.errors import UserError
+from paddledist.fsio import fsync_path, guarded, remove
 
 STORE = ".checkpoints"
 
@@ -36,20 +37,42 @@ def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bo
     import paddle
 
     store = os.path.join(output, STORE)
-    os.makedirs(store, exist_ok=True)
-    _remove_leftovers(output)
     tmp = os.path.join(store, f".tmp-{name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    paddle.save(params, os.path.join(tmp, f"{name}.pdparams"))
-    paddle.save(opt, os.path.join(tmp, f"{name}.pdopt"))
-    paddle.save(states, os.path.join(tmp, f"{name}.pdstates"))
-    _fsync_files(tmp)
-    if link:
-        _publish_link(output, name, tmp, _free_tag(store, f"{name}.epoch{states['epoch']}"))
-    else:
-        _publish_dir(output, name, tmp)
+    # A failed write (disk full...) leaves what was published before; what it wrote goes at once, to free the space.
+    with guarded(os.path.join(output, name), nbytes((params, opt, states)), lambda: _clean_after_failure(output)):
+        os.makedirs(store, exist_ok=True)
+        _remove_leftovers(output)
+        remove(tmp)
+        os.makedirs(tmp)
+        for suffix, obj in (("pdparams", params), ("pdopt", opt), ("pdstates", states)):
+            paddle.save(obj, os.path.join(tmp, f"{name}.{suffix}"))
+        _fsync_files(tmp)
+        if link:
+            _publish_link(output, name, tmp, _free_tag(store, f"{name}.epoch{states['epoch']}"))
+        else:
+            _publish_dir(output, name, tmp)
     return os.path.join(output, name, f"{name}.pdparams")
+
+
+def nbytes(obj: Any) -> int:
+    """About what paddle.save writes for `obj`: the bytes of its arrays and tensors (nested dicts, lists)."""
+    if isinstance(obj, dict):
+        return sum(nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(v) for v in obj)
+    if hasattr(obj, "nbytes"):
+        return int(obj.nbytes)
+    if hasattr(obj, "numel") and hasattr(obj, "element_size"):
+        return int(obj.numel()) * int(obj.element_size())
+    return 0
+
+
+def _clean_after_failure(output: str) -> None:
+    """Remove this writer's partial folders and links (never a published checkpoint); never raises."""
+    try:
+        _remove_leftovers(output)
+    except OSError:
+        pass
 
 
 def _free_tag(store: str, tag: str) -> str:
@@ -112,18 +135,13 @@ def _remove_leftovers(output: str) -> None:
 
 def _fsync_files(path: str) -> None:
     for name in os.listdir(path):
-        with open(os.path.join(path, name), "rb") as f:
-            os.fsync(f.fileno())
+        fsync_path(os.path.join(path, name))
     _fsync_dir(path)
 
 
 def _fsync_dir(path: str) -> None:
     """Make renames in `path` durable (a power cut after the swap must not bring back the old link)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(path)
 
 
 def load(pdparams: str, what: str) -> Checkpoint:

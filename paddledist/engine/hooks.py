@@ -11,12 +11,13 @@ from paddledist.engine import checkpoint, results
 from paddledist.engine.distenv import all_gather_object, all_reduce_sum
 from paddledist.errors import UserError
 from paddledist.engine.metrics import evaluate
-from paddledist.engine.schedule import eta_seconds, format_eta
+from paddledist.engine.schedule import eta_seconds, format_eta, steps_left
+from paddledist.engine.trainer import Hook
 
 log = logging.getLogger("paddledist")
 
 
-class LogHook:
+class LogHook(Hook):
     """Every log_interval steps: loss, LR, global and per-card images/s, data-wait and communication shares
     (of the wall time, averaged over ranks), ETA."""
 
@@ -34,12 +35,12 @@ class LogHook:
         elapsed = time.perf_counter() - self.window_start
         loss, samples, wait, comm, steps = all_reduce_sum(np.append(self.window, elapsed), t.dist)[:5]
         world, busy = t.dist.world_size, t.dist.world_size * max(elapsed, 1e-9)
-        steps_left = (t.cfg.Train.epochs_iters - t.state.epoch) * len(t.global_counts) + len(t.global_counts) - t.iter - 1
+        left = steps_left(t.state.epoch, t.cfg.Train.epochs_iters, t.iter, len(t.global_counts))
         rate = samples / max(elapsed, 1e-9)
         log.info("epoch %d/%d iter %d/%d loss %.4f lr %.5f ips %.1f (%.1f/card) data_wait %.0f%%%s eta %s",
                  t.state.epoch, t.cfg.Train.epochs_iters, t.iter + 1, len(t.global_counts), loss / steps,
                  t.optimizer.get_lr(), rate, rate / world, 100 * wait / busy, _comm_text(t, comm / busy),
-                 format_eta(eta_seconds(0, steps_left, elapsed / max(steps / world, 1))))
+                 format_eta(eta_seconds(0, left, elapsed / max(steps / world, 1))))
         self._reset()
 
 
@@ -49,7 +50,7 @@ def _comm_text(t, share: float) -> str:
     return f" comm {100 * share:.0f}%" if t.grad_sync.timed else " comm (inside backward)"
 
 
-class DataErrorHook:
+class DataErrorHook(Hook):
     """After every epoch: the undecodable training images of all ranks, merged on every rank, logged (they
     were left out with zero weight, never replaced), and the job stopped on all ranks at once past
     Train.max_bad_samples."""
@@ -66,7 +67,7 @@ class DataErrorHook:
                         "max_bad_samples=%d): %s", len(merged), limit, "; ".join(merged[:20]))
 
 
-class EvalHook:
+class EvalHook(Hook):
     """Evaluate every eval_interval epochs and after the last; keep history and the best top-1."""
 
     def __init__(self, val_loader) -> None:
@@ -96,7 +97,7 @@ class EvalHook:
         s.history.append(entry)
 
 
-class CheckpointHook:
+class CheckpointHook(Hook):
     """latest every epoch, best_model on a new best, epoch_N every save_interval; rank 0 only, atomically."""
 
     def after_epoch(self, t) -> None:
@@ -109,13 +110,13 @@ class CheckpointHook:
                   "seed": t.cfg.Global.seed,
                   "rng": "reseeded per epoch from (Global.seed, rank, epoch)"}
         checkpoint.save(out, "latest", params, opt, states, link=True)
-        if getattr(t, "is_best", False):
+        if t.is_best:
             checkpoint.save(out, "best_model", params, opt, states, link=True)
         if s.epoch % t.cfg.Train.save_interval == 0:
             checkpoint.save(out, f"epoch_{s.epoch}", params, opt, states, link=False)
 
 
-class ResultHook:
+class ResultHook(Hook):
     """train_result.json after every epoch (done_flag false) and at the end (true)."""
 
     def after_epoch(self, t) -> None:
@@ -127,7 +128,7 @@ class ResultHook:
             results.write_train_result(t, done=True)
 
 
-class DigestHook:
+class DigestHook(Hook):
     """Logs a digest of the final parameters on every rank: identical digests prove the ranks stayed in sync."""
 
     def after_train(self, t) -> None:
@@ -140,7 +141,7 @@ class DigestHook:
         log.info("final parameter digest: %s", digest.hexdigest())
 
 
-class VisualDLHook:
+class VisualDLHook(Hook):
     """Scalars for VisualDL (loss, lr, top-1) from rank 0, when the optional visualdl package is installed."""
 
     def __init__(self, logdir: str, enabled: bool) -> None:

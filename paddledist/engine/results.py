@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 import os
 
+from paddledist.fsio import atomic_write
+
 
 def write_json(path: str, data: dict) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, ensure_ascii=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def _paths(name: str) -> dict:

@@ -1,4 +1,4 @@
-"""Pure schedule arithmetic: learning rate per step, linear scaling, ETA."""
+"""Pure schedule arithmetic: learning rate per step, linear scaling, update groups, ETA."""
 
 from __future__ import annotations
 
@@ -39,3 +39,20 @@ def eta_seconds(done_steps: int, total_steps: int, seconds_per_step: float) -> f
 def format_eta(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def update_group(index: int, accum_steps: int, steps: int) -> range:
+    """The micro-batches (indices in the epoch) of the update that micro-batch `index` belongs to: groups of
+    `accum_steps` from the epoch's start, the last one shorter when `steps` does not divide evenly."""
+    start = index // accum_steps * accum_steps
+    return range(start, min(start + accum_steps, steps))
+
+
+def is_update_step(index: int, accum_steps: int, steps: int) -> bool:
+    """Whether micro-batch `index` ends its update (gradients are exchanged and the optimizer steps)."""
+    return index + 1 == update_group(index, accum_steps, steps).stop
+
+
+def steps_left(epoch: int, epochs: int, index: int, steps_per_epoch: int) -> int:
+    """Micro-batches still to run after micro-batch `index` (0-based) of `epoch` (1-based) of `epochs`."""
+    return (epochs - epoch) * steps_per_epoch + steps_per_epoch - index - 1

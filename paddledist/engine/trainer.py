@@ -18,6 +18,21 @@ import paddle.nn.functional as F
 
 from paddledist.data.pipeline import BAD, OK
 from paddledist.engine.gradsync import NoSync
+from paddledist.engine.schedule import is_update_step, update_group
+
+
+class Hook:
+    """Called by the trainer around the loop; every method is a no-op, a hook overrides what it needs."""
+
+    def before_train(self, t: "Trainer") -> None: ...
+
+    def before_epoch(self, t: "Trainer") -> None: ...
+
+    def after_step(self, t: "Trainer") -> None: ...
+
+    def after_epoch(self, t: "Trainer") -> None: ...
+
+    def after_train(self, t: "Trainer") -> None: ...
 
 
 @dataclass
@@ -40,7 +55,21 @@ class Trainer:
         self.loader, self.sampler, self.hooks = loader, sampler, hooks
         self.grad_sync = grad_sync or NoSync(model if dist.distributed else None)
         self.state = TrainState()
+        # What the hooks read, set by the loop: every attribute exists from the start.
         self.step_stats: dict = {}
+        self.iter = 0
+        """Index of the current micro-batch in the epoch."""
+        self.global_counts: list[int] = []
+        """Real samples of each micro-batch of this epoch summed over ranks (the loss weights' denominators)."""
+        self.epoch_meter = np.zeros(3)
+        """This epoch's loss sum, steps and samples on this rank."""
+        self.epoch_start = 0.0
+        self.data_wait = 0.0
+        """Seconds the loop waited for the current batch."""
+        self.comm_time = 0.0
+        """Seconds of the current step's gradient exchange (0 when it did not exchange)."""
+        self.is_best = False
+        """Set by the evaluation hook after each epoch: this epoch's top-1 is the best so far."""
 
     def train(self) -> None:
         self._call("before_train")
@@ -60,7 +89,7 @@ class Trainer:
     def run_step(self, batch) -> None:
         images, labels, status, index = batch
         accum = self.cfg.Train.accum_steps
-        last_micro = (self.iter + 1) % accum == 0 or self.iter + 1 == len(self.global_counts)
+        last_micro = is_update_step(self.iter, accum, len(self.global_counts))
         weight = self._loss_weights(status)
         with contextlib.nullcontext() if last_micro else self.grad_sync.skip():
             with paddle.amp.auto_cast(enable=self.scaler is not None):
@@ -74,16 +103,16 @@ class Trainer:
             self.comm_time = time.perf_counter() - start
             self._optimizer_step()
         self._note_bad(status, index)
-        share = self.global_counts[self.iter] / sum(self.global_counts[self.iter // accum * accum:][:accum])
+        group = update_group(self.iter, accum, len(self.global_counts))
+        share = self.global_counts[self.iter] / sum(self.global_counts[group.start:group.stop])
         self.step_stats = {"loss": float(loss) / share, "samples": int((status == OK).sum())}
         self.epoch_meter += [self.step_stats["loss"], 1, self.step_stats["samples"]]
 
     def _loss_weights(self, status: paddle.Tensor) -> paddle.Tensor:
         # Sum of loss * world / (real samples in this update across ranks and accumulated micro-batches);
         # grad_sync averages gradients over ranks, so the update follows the exact mean over the global batch.
-        accum = self.cfg.Train.accum_steps
-        group = self.iter // accum * accum
-        scale = self.dist.world_size / sum(self.global_counts[group:group + accum])
+        group = update_group(self.iter, self.cfg.Train.accum_steps, len(self.global_counts))
+        scale = self.dist.world_size / sum(self.global_counts[group.start:group.stop])
         return (status == OK).astype("float32") * scale
 
     def _optimizer_step(self) -> None:
@@ -128,4 +157,4 @@ class Trainer:
 
     def _call(self, event: str) -> None:
         for hook in self.hooks:
-            getattr(hook, event, lambda trainer: None)(self)
+            getattr(hook, event)(self)

@@ -1,4 +1,4 @@
-"""Finding and ending every process a launch started (Linux /proc).
+"""Finding (psutil) and ending every process a launch started.
 
 paddle's launcher puts each worker in its own session (os.setsid), so ending the launcher's process group
 alone would leave the workers running; and a launcher that dies first orphans them. The runner therefore
@@ -14,6 +14,8 @@ import signal
 import time
 from typing import Callable, Iterable
 
+import psutil
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -26,24 +28,14 @@ def become_subreaper(on: bool = True) -> None:
 
 
 def _table() -> dict[int, tuple[int, int]]:
-    """pid -> (ppid, pgrp) for every process."""
+    """pid -> (ppid, pgrp) for every process (psutil for the walk; the group from os.getpgid)."""
     table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat:
-                table[int(entry)] = stat
+    for proc in psutil.process_iter(["ppid"]):
+        try:
+            table[proc.pid] = (proc.info["ppid"], os.getpgid(proc.pid))
+        except (OSError, psutil.Error):  # gone meanwhile
+            continue
     return table
-
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, pgrp) from /proc/<pid>/stat; the command name may hold spaces and parentheses."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[1]), int(fields[2])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def children(pid: int) -> set[int]:

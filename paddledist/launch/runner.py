@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Protocol, Sequence, TextIO
 
 from paddledist.cluster import ClusterPlan
-from paddledist.launch import procs
+from paddledist.launch import paddle_texts, procs
 
 Watcher = Callable[[], Optional[str]]
 """Polled while the job runs; a returned message stops the job and is reported."""
@@ -44,12 +43,6 @@ class PeerLinks(Protocol):
 BLAME_WAIT_S = 5.0
 """After local ranks failed because their collectives broke: how long to wait for word of the cause elsewhere."""
 
-COLLECTIVE_BREAK = ("gloo::IoException", "gloo::TimeoutException", "Connection reset by peer",
-                    "Connection closed by peer")
-"""In a failed rank's log: it failed because a peer vanished or went silent, not for a reason of its own
-(measured with gloo on CPU; NCCL's messages are not recognised, so GPU ranks count as failing on their own)."""
-
-_FAILED = re.compile(r"Container rank (\d+) status failed cmd .* code (-?\d+) log (\S+)")
 
 
 @dataclass
@@ -133,9 +126,9 @@ def _pump(stream, out: TextIO, seen: _Seen) -> None:
         line = raw.decode(errors="replace")
         out.write(line)
         out.flush()
-        match = _FAILED.search(line)
-        if match:
-            seen.failed[int(match.group(1))] = (int(match.group(2)), match.group(3))
+        failed = paddle_texts.rank_failed(line)
+        if failed:
+            seen.failed[failed[0]] = failed[1:]
 
 
 def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO,
@@ -187,11 +180,13 @@ def _summary(own: list, plan: ClusterPlan, code: int) -> str:
     if not own:
         return f"paddle.distributed.launch exited with code {code} on {here}"
     local_rank, rank_code, log = own[0]
-    return f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code} (log: {log} on {here})"
+    error = paddle_texts.own_error(tail(log, lines=400))  # e.g. a full disk: the other machines read the cause
+    said = f": {error}" if error else ""
+    return f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code}{said} (log: {log} on {here})"
 
 
 def _collective_broke(log: str) -> bool:
-    return any(marker in line for line in tail(log, lines=400) for marker in COLLECTIVE_BREAK)
+    return paddle_texts.collective_broke(tail(log, lines=400))
 
 
 def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str) -> str:

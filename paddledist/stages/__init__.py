@@ -8,7 +8,6 @@ the first machine only. A list stops at the first failing stage with its exit co
 from __future__ import annotations
 
 import os
-import sys
 from importlib import import_module
 from typing import Callable
 
@@ -16,6 +15,9 @@ from paddledist.config import Config, to_yaml
 from paddledist.errors import UserError
 
 DISTRIBUTED = ("train", "evaluate")
+WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
+"""What every launched worker runs: the package's own entry, so neither a checkout's tools/ nor the caller's
+script (a console script, `python -m`) needs to exist on the machines."""
 FIRST_MACHINE_ONLY = ("export", "predict")
 PREFLIGHT_MODULE = {"train": "train_checks"}
 """Where a stage's preflight lives when the stage's own module imports paddle: the launching process runs
@@ -70,7 +72,7 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
         check_before_launch(staged, stage, dry_run)
     if stage in DISTRIBUTED and launch.needs_launch(cfg):
         args = ["-c", os.path.abspath(config_path)] + [a for o in overrides for a in ("-o", o)]
-        return launch.launch_stage(staged, os.path.abspath(sys.argv[0]), args + ["-o", f"Global.mode={stage}"], dry_run)
+        return launch.launch_stage(staged, WORKER_SCRIPT, args + ["-o", f"Global.mode={stage}"], dry_run)
     if dry_run:
         print(f"paddledist: dry run: {stage} would run in this process (1 process, device {cfg.Global.device})")
         print(to_yaml(staged))

@@ -17,6 +17,7 @@ from typing import Optional
 import numpy as np
 
 from paddledist.data.formats import read_list
+from paddledist.fsio import atomic_write
 
 LISTS = ("train", "val")
 
@@ -49,7 +50,7 @@ def resplit(dataset_dir: str, train_percent: int, seed: int) -> Optional[dict]:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     backups = {name: _backup(paths[name], stamp) for name in LISTS}
     for name in LISTS:
-        _write_atomic(paths[name], texts[name])
+        atomic_write(paths[name], texts[name])
     return {"train_percent": train_percent, "val_percent": 100 - train_percent, "seed": seed,
             "train_samples": len(train), "val_samples": len(val), "backups": backups}
 
@@ -72,10 +73,3 @@ def _backup(path: str, stamp: str) -> str:
     return target
 
 
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

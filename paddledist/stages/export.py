@@ -20,6 +20,7 @@ from paddledist.config.safeload import read_text
 from paddledist.data.formats import MAX_CLASSES, is_int_label, load_samples
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
+from paddledist.fsio import atomic_write, guarded, remove
 from paddledist.models import check_model_name
 from paddledist.models.recipe import recipe
 from paddledist.stages import weights
@@ -37,15 +38,13 @@ def run(cfg: Config, dist: DistEnv) -> None:
     path, _ = weights.resolve(cfg, "Export")
     final = os.path.join(cfg.Global.output, FOLDER)
     tmp = os.path.join(cfg.Global.output, f".{FOLDER}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
+    remove(tmp)
+    with guarded(final, cleanup=lambda: remove(tmp)):  # written whole into tmp, then renamed into place
+        os.makedirs(tmp)
         save_program(model, recipe(cfg).input_size, os.path.join(tmp, PREFIX))
-        with open(os.path.join(tmp, "inference.yml"), "w", encoding="utf-8") as f:
-            yaml.safe_dump(inference_yml(cfg, path), f, sort_keys=False, allow_unicode=True)
+        atomic_write(os.path.join(tmp, "inference.yml"),
+                     yaml.safe_dump(inference_yml(cfg, path), sort_keys=False, allow_unicode=True))
         publish(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     print(f"paddledist: export: {path} -> {final} ({', '.join(sorted(os.listdir(final)))})", flush=True)
 
 

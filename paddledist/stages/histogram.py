@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 
 from PIL import Image, ImageDraw, ImageFont
+
+from paddledist.fsio import atomic_path
 
 TRAIN_COLOUR, VAL_COLOUR, INK = (66, 133, 244), (251, 140, 0), (60, 60, 60)
 LEFT, RIGHT, TOP, BOTTOM, HEIGHT = 64, 24, 48, 44, 360
@@ -45,9 +46,8 @@ def draw(train: list[int], val: list[int], path: str) -> None:
         if i % label_every == 0:
             d.text((x, base + 6), str(i), fill=INK, font=font)
     d.text((LEFT, HEIGHT - 18), "class id", fill=INK, font=font)
-    tmp = f"{path}.tmp-{os.getpid()}.png"
-    image.save(tmp, format="PNG")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        image.save(tmp, format="PNG")
 
 
 def _legend(d: ImageDraw.ImageDraw, font, width: int) -> None:

@@ -15,6 +15,7 @@ from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, 
                                      VisualDLHook)
 from paddledist.engine.schedule import resume_step, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
+from paddledist.fsio import atomic_write
 from paddledist.models import build_model, model_spec
 from paddledist.models.recipe import recipe
 from paddledist.stages.common import set_device, setup_logging
@@ -42,11 +43,9 @@ def run(cfg: Config, dist: DistEnv) -> None:
 
 def _write_run_files(cfg: Config, samples) -> None:
     os.makedirs(cfg.Global.output, exist_ok=True)
-    with open(os.path.join(cfg.Global.output, "config.yaml"), "w", encoding="utf-8") as f:
-        f.write(to_yaml(cfg))
+    atomic_write(os.path.join(cfg.Global.output, "config.yaml"), to_yaml(cfg))
     names = samples.label_names or [str(i) for i in range(cfg.Train.num_classes)]
-    with open(os.path.join(cfg.Global.output, "label_dict.txt"), "w", encoding="utf-8") as f:
-        f.write("".join(f"{i} {name}\n" for i, name in enumerate(names)))
+    atomic_write(os.path.join(cfg.Global.output, "label_dict.txt"), "".join(f"{i} {name}\n" for i, name in enumerate(names)))
 
 
 def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume) -> Trainer:

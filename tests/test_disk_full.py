@@ -1,0 +1,116 @@
+"""A full disk while writing a checkpoint or result (issue 20): small tmpfs mounts as Global.output, through the
+real CLI. One line naming the path, the space needed and free; no partial files left; the previous `latest`
+byte-for-byte unchanged; a non-zero exit that is not 2; with 2 processes both ranks stop; on two network-
+namespace hosts "No space left" is printed on both. Needs root (mount); skipped otherwise."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netns import netns_hosts  # noqa: F401  (fixture)
+
+from paddledist.errors import OUTPUT_ERROR_EXIT, OutputWriteError
+from paddledist.fsio import atomic_write
+
+REPO = Path(__file__).resolve().parent.parent
+MAIN = str(REPO / "tools" / "train.py")
+CONFIG = str(REPO / "configs" / "image_classification.yaml")
+DATA = str(REPO / "dataset" / "digits")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(size) -> a fresh tmpfs folder of that size, unmounted at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = []
+
+    def mount(size: str) -> Path:
+        where = tmp_path / f"fs{len(mounted)}"
+        where.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def train(output: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    argv = [sys.executable, MAIN, "-c", CONFIG, "-o", f"Global.output={output}", f"Global.dataset_dir={DATA}",
+            "Train.save_interval=1", *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "logs" not in p.parts}
+
+
+def no_partial_files(output: Path) -> bool:
+    return not [p for p in output.rglob("*") if ".tmp-" in p.name or ".link-" in p.name or ".old-" in p.name]
+
+
+@pytest.mark.unit
+def test_atomic_write_on_a_full_disk_keeps_the_old_file_and_no_temp(tmpfs):
+    fs = tmpfs("64k")
+    target = fs / "train_result.json"
+    atomic_write(str(target), "old")
+    with pytest.raises(OutputWriteError, match=r"cannot write .*train_result\.json: No space left on device "
+                                               r"\(needs about 1\.0 MB, .* free there\)"):
+        atomic_write(str(target), b"x" * (1 << 20))
+    assert target.read_text() == "old" and sorted(os.listdir(fs)) == ["train_result.json"]
+
+
+@pytest.mark.multiproc
+def test_first_checkpoint_on_a_300k_disk_is_one_line_exit_3_and_nothing_partial(tmpfs):
+    out = tmpfs("300k") / "out"
+    proc = train(out, "Train.epochs_iters=1")
+    assert proc.returncode == OUTPUT_ERROR_EXIT != 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if "paddledist: error:" in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "free there" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr and no_partial_files(out)
+    assert not (out / "latest").exists() and not os.listdir(out / ".checkpoints")
+
+
+@pytest.mark.multiproc
+def test_two_processes_on_a_1200k_disk_keep_latest_and_stop_together(tmpfs):
+    out = tmpfs("1200k") / "out"
+    proc = train(out, "Train.epochs_iters=3", "Global.device=cpu:0,1")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode not in (0, 2), text[-3000:]
+    assert "No space left on device" in proc.stderr and "free there" in proc.stderr, text[-3000:]
+    assert "failed with exit code 3" in proc.stderr
+    assert no_partial_files(out) and (out / "latest" / "latest.pdparams").is_file()
+    before = digest(out / "latest")
+    # The latest checkpoint that survived loads and resumes (the run fails again at the next save, same line).
+    again = train(out, "Train.epochs_iters=3", "Global.device=cpu:0,1",
+                  f"Train.resume_path={out}/latest/latest.pdparams")
+    assert again.returncode not in (0, 2) and "No space left on device" in again.stderr, again.stderr[-3000:]
+    assert digest(out / "latest") == before and no_partial_files(out)
+
+
+@pytest.mark.multihost
+def test_a_full_disk_on_the_first_host_is_named_on_both_hosts(tmpfs, netns_hosts, tmp_path):  # noqa: F811
+    """Machines with their own disks: the first host's Global.output is a 1.2 MB tmpfs. Both hosts stop,
+    neither with 0 or 2, and both print "No space left" (the second one hears it from the first)."""
+    from test_failures_multihost import command, output, start, wait_all
+
+    hosts = netns_hosts(2)
+    for i in range(2):
+        (tmp_path / f"host{i}").mkdir()
+    full = tmpfs("1200k")
+    os.symlink(full, tmp_path / "host0" / "out")
+    procs = start(hosts, tmp_path, "full", command(hosts, "Train.save_interval=1", "Train.epochs_iters=3"))
+    done = wait_all(procs, timeout=240)
+    assert all(code not in (0, 2) for code, _ in done.values()), done
+    for i in range(2):
+        assert "No space left on device" in output(tmp_path, "full", i), output(tmp_path, "full", i)[-3000:]
+    assert (full / "latest" / "latest.pdparams").is_file() and no_partial_files(full)

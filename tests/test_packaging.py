@@ -1,0 +1,73 @@
+"""Packaging: every package folder is a package (a wheel built by find_packages keeps it), the packaged default
+config and data resolve, a leading mode word works, workers run the package's own entry, and paddle's tested
+range is one value in setup.py and in the start-up check. The installed wheel itself trains in .ci/wheel."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paddledist import bundled, cli, paddle_version
+from paddledist.errors import UserError
+from paddledist.stages import WORKER_SCRIPT
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.unit
+
+
+def test_every_package_folder_has_an_init():
+    folders = [d for d, _, files in os.walk(REPO / "paddledist") if any(f.endswith(".py") for f in files)]
+    missing = [d for d in folders if not os.path.isfile(os.path.join(d, "__init__.py"))]
+    assert folders and not missing
+
+
+def test_packaged_default_config_and_its_dataset_resolve_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path, overrides = cli.resolve_config("image_classification")
+    assert os.path.isfile(path) and bundled.is_bundled(path)
+    assert overrides == [f"Global.dataset_dir={bundled.root()}{os.sep}dataset{os.sep}digits"]
+    assert os.path.isfile(os.path.join(bundled.root(), "dataset", "digits", "train.txt"))
+    assert cli.resolve_config(str(REPO / "tests" / "data" / "paddlex_cls.yaml"))[1] == []
+    monkeypatch.chdir(REPO)  # where ./dataset/digits exists, the config means it as written
+    assert cli.resolve_config("configs/image_classification.yaml")[1] == []
+
+
+def test_a_leading_mode_word_is_the_mode():
+    assert cli.split_mode(["train", "-c", "x"], None) == (["-c", "x"], "train")
+    assert cli.split_mode(["-c", "train"], None) == (["-c", "train"], None)
+    assert cli.split_mode(["eval", "-c", "x"], "train") == (["eval", "-c", "x"], "train")
+
+
+def test_workers_run_the_packaged_entry_script():
+    assert Path(WORKER_SCRIPT) == REPO / "paddledist" / "worker.py" and WORKER_SCRIPT.endswith(".py")
+
+
+def test_the_worker_entry_does_not_put_the_package_folder_on_sys_path(tmp_path):
+    probe = ("import runpy, sys; sys.argv = ['w', '--help']; "
+             "runpy.run_path(sys.argv_path, run_name='__main__')").replace("sys.argv_path", repr(WORKER_SCRIPT))
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0 and "paddledist worker" in proc.stdout
+
+
+def test_paddle_range_is_the_same_in_setup_py_and_in_the_check():
+    pinned = re.search(r'PADDLE = "([^"]+)"', (REPO / "setup.py").read_text())[1]
+    assert pinned == paddle_version.REQUIREMENT
+
+
+@pytest.mark.parametrize("version,ok", [("3.3.0", True), ("3.3.1", True), ("3.2.9", False), ("3.4.0", False),
+                                        ("2.6.2", False), ("3.3.0rc1", True), ("junk", False)])
+def test_paddle_version_check(version, ok):
+    if ok:
+        paddle_version.check(version)
+    else:
+        with pytest.raises(UserError, match=r"tested with paddle >=3\.3,<3\.4.*install 'paddlepaddle>=3\.3,<3\.4'"):
+            paddle_version.check(version)
+
+
+def test_the_installed_paddle_is_in_range():
+    assert paddle_version.installed_version() and paddle_version.in_range(paddle_version.installed_version())
