@@ -62,6 +62,7 @@ def ends_well(fn) -> object:
     return cfg
 
 
+@pytest.mark.unit
 @seed(20)
 @FAST
 @given(st.lists(st.builds(lambda k, v: f"{k}={v}", keys, raw_values), max_size=4))
@@ -69,6 +70,7 @@ def test_override_grammar(items):
     ends_well(lambda: load(None, items))
 
 
+@pytest.mark.unit
 @seed(21)
 @FAST
 @given(st.lists(st.text(max_size=30), max_size=3))
@@ -83,6 +85,7 @@ def test_override_items_without_structure(items):
                        st.one_of(values, st.dictionaries(st.sampled_from([k.split(".", 1)[1] for k in KEYS]), values,
                                                          max_size=5)),
                        max_size=4))
+@pytest.mark.unit
 def test_yaml_documents(tmp_path_factory, doc):
     path = tmp_path_factory.mktemp("fuzz") / "cfg.yaml"
     path.write_text(yaml.safe_dump(doc, allow_unicode=True))
@@ -94,6 +97,7 @@ def test_yaml_documents(tmp_path_factory, doc):
 @given(st.one_of(st.text(max_size=200),
                  st.text(alphabet="[]{}&*:-,'\"!|>#%@`\n ab1", max_size=200),
                  st.binary(max_size=200)))
+@pytest.mark.unit
 def test_yaml_text(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("fuzz") / "cfg.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 OVERRIDES = [f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", "Train.num_classes=10", "Global.device=cpu"]
 
 
+@pytest.mark.unit
 def test_every_paddlex_model_name_is_registered():
     names = model_names()
     assert len(names) >= 80, names
