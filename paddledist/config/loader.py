@@ -61,7 +61,8 @@ def _flatten(data: dict, prefix: str = "") -> list[tuple[str, Any]]:
     items = []
     for key, value in data.items():
         full = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
+        # a mapping under a free-form key (Benchmark.env, Predict.hpip_config) is that key's value
+        if isinstance(value, dict) and value and dataclasses.is_dataclass(lookup(full, "config")):
             items.extend(_flatten(value, full + "."))
         else:
             items.append((full, value))
@@ -85,7 +86,13 @@ def _set(merged: Any, key: str, value: Any, where: str) -> Any:
         raise UserError(_type_message(key, tp, value, where)) from None
 
 
+# PaddleX's docs and configs write null as Python's None (`-o Train.pretrain_weight_path=None`)
+_NULL_WORDS = frozenset({"None", "none", "NONE", "Null", "null", "NULL", "~"})
+
+
 def _coerce(key: str, value: Any) -> Any:
+    if isinstance(value, str) and value.strip() in _NULL_WORDS:
+        return None
     # `-o Train.dist_ips=a,b` arrives as the string "a,b": list-typed keys take comma lists.
     if key in ("Train.dist_ips", "Global.mode") and isinstance(value, str) and "," in value:
         return [part.strip() for part in value.split(",")]

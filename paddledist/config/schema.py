@@ -28,6 +28,8 @@ class GlobalConfig:
     """Folder for results, checkpoints, logs and the saved config.yaml."""
     seed: int = 42
     """(paddledist) Seed for data order, augmentation and initialisation."""
+    export_with_pir: bool = False
+    """(PaddleX) Export in paddle's PIR format (inference.json) instead of the legacy program (inference.pdmodel)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,12 @@ class TrainConfig:
     """(paddledist) Undecodable samples tolerated (counted and reported) before training stops."""
     heartbeat_interval: float = 5.0
     """(paddledist) Seconds between heartbeats each machine's supervisor exchanges with the first machine's."""
+    dy2st: bool = False
+    """(PaddleX) Train through paddle.jit.to_static (dynamic-to-static); accepted, no effect here (we train in dygraph)."""
+    uniform_output_enabled: bool = True
+    """(PaddleX) Export an inference model (inference/) beside every saved checkpoint, as PaddleX does."""
+    basic_config_path: Optional[str] = None
+    """(PaddleX) PaddleClas training config to start from; accepted, no effect here (the model registry supplies it)."""
     heartbeat_timeout: float = 60.0
     """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
 
@@ -122,18 +130,24 @@ class EvaluateConfig:
     """Weights to evaluate; by default the train stage's best_model."""
     log_interval: int = 10
     """Log every this many iterations."""
+    basic_config_path: Optional[str] = None
+    """(PaddleX) PaddleClas config to evaluate with; accepted, no effect here."""
 
 
 @dataclass(frozen=True)
 class ExportConfig:
     weight_path: Optional[str] = None
     """Weights to export; by default the train stage's best_model."""
+    basic_config_path: Optional[str] = None
+    """(PaddleX) PaddleClas config to export with; accepted, no effect here."""
 
 
 @dataclass(frozen=True)
 class KernelOptionConfig:
     run_mode: str = "paddle"
     """Inference engine: paddle (default) or mkldnn (oneDNN kernels on CPU)."""
+    cpu_threads: Optional[int] = None
+    """(PaddleX) CPU threads of the inference engine; accepted, no effect here (paddle's default)."""
 
 
 @dataclass(frozen=True)
@@ -143,9 +157,45 @@ class PredictConfig:
     model_dir: Optional[str] = None
     """Exported model folder; by default the export stage's output."""
     input: Optional[str] = None
-    """An image file or a folder of images."""
+    """An image file, a folder of images, or an http(s) URL of an image (downloaded into the weight cache)."""
     kernel_option: KernelOptionConfig = field(default_factory=KernelOptionConfig)
     """Inference engine options."""
+    use_hpip: bool = False
+    """(PaddleX) Use PaddleX's high-performance inference plugin; accepted, no effect here."""
+    hpip_config: Any = None
+    """(PaddleX) Options of the high-performance inference plugin; accepted, no effect here."""
+    hpi_config: Any = None
+    """(PaddleX) The spelling PaddleX 3.x's code reads for hpip_config; accepted, no effect here."""
+    engine: Optional[str] = None
+    """(PaddleX) Inference engine name (paddle, hpi, ...); accepted, no effect here."""
+    engine_config: Any = None
+    """(PaddleX) Options of Predict.engine; accepted, no effect here."""
+    genai_config: Any = None
+    """(PaddleX) Generative-AI serving options (not used by classification); accepted, no effect here."""
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """PaddleX's benchmarking switches; accepted so PaddleX configs load, and none has an effect here."""
+
+    env: Any = None
+    """(PaddleX) Environment variables for the benchmark run; no effect here."""
+    seed: Optional[int] = None
+    """(PaddleX) Seed of the benchmark run; no effect here (Global.seed is the seed)."""
+    do_eval: bool = False
+    """(PaddleX) Evaluate during the benchmark run; no effect here."""
+    num_workers: Optional[int] = None
+    """(PaddleX) Data-loader workers of the benchmark run; no effect here (Train.num_workers is ours)."""
+    amp: Any = None
+    """(PaddleX) AMP level of the benchmark run (OFF, O1, O2); no effect here."""
+    dali: bool = False
+    """(PaddleX) Load data with NVIDIA DALI; no effect here."""
+    shuffle: bool = False
+    """(PaddleX) Shuffle data in the benchmark run; no effect here."""
+    shared_memory: bool = True
+    """(PaddleX) Data loader shared memory; no effect here."""
+    print_mem_info: bool = True
+    """(PaddleX) Log GPU memory use; no effect here."""
 
 
 @dataclass(frozen=True)
@@ -156,3 +206,4 @@ class Config:
     Evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     Export: ExportConfig = field(default_factory=ExportConfig)
     Predict: PredictConfig = field(default_factory=PredictConfig)
+    Benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)

@@ -32,6 +32,11 @@ def run_pipeline(cfg: Config, config_path: str, overrides: list[str], dry_run: b
 
     if launch.in_worker(os.environ):
         return run_in_worker(cfg, dry_run)
+    from paddledist.config.inert import inert_notice
+
+    notice = inert_notice(cfg)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     for stage in cfg.Global.mode:
         code = run_stage(cfg, stage, config_path, overrides, dry_run)
         if code != 0:
