@@ -64,8 +64,11 @@ def test_export_writes_a_complete_inference_folder(exported):
                      ["inference.pdiparams", "inference.pdmodel", "inference.yml"])
     spec = yaml.safe_load((exported / "inference" / "inference.yml").read_text())
     assert spec["Global"]["model_name"] == "LeNet" and spec["Global"]["num_classes"] == 10
-    assert spec["PreProcess"]["resize"] == [32, 32] and spec["PreProcess"]["channel_order"] == "RGB"
-    assert spec["PostProcess"]["label_names"] == [str(i) for i in range(10)]
+    ops = [next(iter(op)) for op in spec["PreProcess"]["transform_ops"]]
+    assert ops == ["ResizeImage", "CropImage", "NormalizeImage", "ToCHWImage"]
+    assert spec["PreProcess"]["transform_ops"][0]["ResizeImage"] == {"size": [32, 32], "backend": "pil",
+                                                                     "interpolation": "BILINEAR"}
+    assert spec["PostProcess"]["Topk"] == {"topk": 5, "label_list": [str(i) for i in range(10)]}
     assert not [p for p in exported.iterdir() if p.name.startswith(".inference")]
 
 
@@ -73,7 +76,9 @@ def test_predict_on_the_validation_images_matches_evaluate(exported, val_images)
     folder, labels = val_images
     done = ok(tool("predict.py", f"Global.output={exported}", f"Predict.input={folder}", "Predict.batch_size=64",
                    cwd=exported))
-    assert f"paddledist: predict: {len(labels)} image(s) with {exported}/inference (run_mode paddle)" in done.stdout
+    # PaddleX's default place: training wrote best_model/inference (Train.uniform_output_enabled)
+    assert f"paddledist: predict: {len(labels)} image(s) with {exported}/best_model/inference (run_mode paddle)" \
+        in done.stdout
     entries = json.loads((exported / "predict_result.json").read_text())
     assert len(entries) == len(labels)
     for e in entries:
@@ -124,7 +129,7 @@ def test_a_failed_export_leaves_the_previous_model_untouched(exported, monkeypat
     cfg = load(CONFIG, [f"Global.output={exported}", f"Global.dataset_dir={DIGITS}"])
     before = {p.name: p.read_bytes() for p in (exported / "inference").iterdir()}
 
-    def half_then_fail(model, size, prefix):
+    def half_then_fail(model, size, prefix, pir=True):
         Path(prefix + ".pdiparams").write_bytes(b"half")
         raise UserError("simulated failure while saving")
 
@@ -140,10 +145,9 @@ def test_predict_preprocessing_equals_the_evaluation_transform(shape):
     from paddledist.data.pipeline import Transform, preprocess_spec
 
     image = np.random.RandomState(sum(shape)).randint(0, 256, shape).astype(np.uint8)
-    pre = dict(preprocess_spec(32), interpolation="bilinear")
-    assert np.array_equal(predict.preprocess(image, pre), Transform(32, False, False)(image))
+    assert np.array_equal(predict.preprocess(image, preprocess_spec(32)), Transform(32, False, False)(image))
 
 
 def test_top_k_is_capped_by_the_class_count():
-    e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_names": ["x", "y", "z"]})
+    e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_list": ["x", "y", "z"]})
     assert e == {"input": "a.png", "class_ids": [1, 2, 0], "scores": [0.7, 0.2, 0.1], "label_names": ["y", "z", "x"]}

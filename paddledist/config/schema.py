@@ -29,7 +29,7 @@ class GlobalConfig:
     seed: int = 42
     """(paddledist) Seed for data order, augmentation and initialisation."""
     export_with_pir: bool = False
-    """(PaddleX) Export in paddle's PIR format (inference.json) instead of the legacy program (inference.pdmodel)."""
+    """(PaddleX) Export paddle's PIR program (inference.json); off, the legacy inference.pdmodel is written only when FLAGS_json_format_model=0 too (PaddleX 3.7's rule)."""
 
 
 @dataclass(frozen=True)

@@ -31,16 +31,29 @@ class Transform:
         return normalise(np.asarray(self.pil(Image.fromarray(image))))
 
 
+MEAN01, STD01 = tuple(m / 255 for m in MEAN), tuple(v / 255 for v in STD)
+# PaddleX's NormalizeImage arithmetic, x * (scale / std) - mean / std, so that its predictor and ours compute
+# bit for bit what evaluation computes from inference.yml's numbers
+_ALPHA = np.asarray([(1 / 255) / v for v in STD01], np.float32)
+_BETA = np.asarray([-m / v for m, v in zip(MEAN01, STD01)], np.float32)
+
+
 def normalise(hwc: np.ndarray) -> np.ndarray:
     """HWC uint8 RGB -> CHW float32 with ImageNet mean/std (the same arithmetic as exported models expect)."""
-    chw = hwc.astype(np.float32).transpose(2, 0, 1)
-    return (chw - np.asarray(MEAN, np.float32)[:, None, None]) / np.asarray(STD, np.float32)[:, None, None]
+    return (hwc.astype(np.float32) * _ALPHA + _BETA).transpose(2, 0, 1)
 
 
-def preprocess_spec(input_size: int) -> dict:
-    """Eval preprocessing as data, for exported models (inference.yml)."""
-    return {"resize": [input_size, input_size], "interpolation": "bilinear", "mean": list(MEAN), "std": list(STD),
-            "channel_order": "RGB", "layout": "CHW"}
+def preprocess_spec(input_size: int) -> list[dict]:
+    """Eval preprocessing as PaddleX's inference.yml `PreProcess.transform_ops`, exactly what Transform does at
+    eval: PIL bilinear resize to S x S (the crop of S from S changes nothing; PaddleX's predictor expects one),
+    (x / 255 - mean) / std per channel, HWC -> CHW."""
+    return [
+        {"ResizeImage": {"size": [input_size, input_size], "backend": "pil", "interpolation": "BILINEAR"}},
+        {"CropImage": {"size": input_size}},
+        {"NormalizeImage": {"mean": list(MEAN01), "std": list(STD01), "scale": 1 / 255,
+                            "order": "", "channel_num": 3}},
+        {"ToCHWImage": None},
+    ]
 
 
 class ImageDataset(paddle.io.Dataset):

@@ -1,6 +1,7 @@
 """Checkpoints in PaddleX's layout, published atomically.
 
-`<output>/epoch_N/epoch_N.pdparams|.pdopt|.pdstates`, and `latest/` and `best_model/` likewise. Each
+`<output>/epoch_N/epoch_N.pdparams|.pdopt|.pdstates|.info.json` (and `inference/` with
+Train.uniform_output_enabled), and `latest/` and `best_model/` likewise. Each
 checkpoint is written complete into a hidden temporary folder first. `epoch_N` is then renamed into
 place; `latest` and `best_model` are symbolic links swapped with one atomic rename onto a versioned
 folder under `.checkpoints/`, so a kill at any moment leaves the previous complete checkpoint (a test
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from paddledist.errors import UserError
 
@@ -27,8 +28,10 @@ class Checkpoint:
     states: Optional[dict]
 
 
-def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bool) -> str:
-    """Write `<name>/<name>.*` under `output`; returns the .pdparams path. `link`: publish via symlink swap."""
+def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bool,
+         extra: Optional[Callable[[str, str], None]] = None) -> str:
+    """Write `<name>/<name>.*` under `output`; returns the .pdparams path. `link`: publish via symlink swap.
+    `extra(folder, name)` adds files (info.json, inference/) to the unpublished folder, so they appear with it."""
     import paddle
 
     store = os.path.join(output, STORE)
@@ -40,6 +43,8 @@ def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bo
     paddle.save(params, os.path.join(tmp, f"{name}.pdparams"))
     paddle.save(opt, os.path.join(tmp, f"{name}.pdopt"))
     paddle.save(states, os.path.join(tmp, f"{name}.pdstates"))
+    if extra is not None:
+        extra(tmp, name)
     _fsync_files(tmp)
     if link:
         _publish_link(output, name, tmp, _free_tag(store, f"{name}.epoch{states['epoch']}"))
@@ -108,7 +113,11 @@ def _remove_leftovers(output: str) -> None:
 
 def _fsync_files(path: str) -> None:
     for name in os.listdir(path):
-        with open(os.path.join(path, name), "rb") as f:
+        full = os.path.join(path, name)
+        if os.path.isdir(full):
+            _fsync_files(full)
+            continue
+        with open(full, "rb") as f:
             os.fsync(f.fileno())
     _fsync_dir(path)
 

@@ -1,8 +1,10 @@
 """The export stage: Export.weight_path (default best_model) -> a Paddle Inference model in Global.output/inference.
 
 `paddle.jit.save` with an InputSpec [None, 3, S, S] (S = Train.input_size) writes inference.json (paddle 3's
-PIR program; inference.pdmodel on older builds) and inference.pdiparams; inference.yml beside them says how to
-preprocess, the label names, model name and class count. The exported program ends in a softmax, so it
+PIR program: with Global.export_with_pir, or FLAGS_json_format_model unset or true, as PaddleX 3.7 decides) or
+inference.pdmodel (the legacy program: export_with_pir false and FLAGS_json_format_model=0) and
+inference.pdiparams; inference.yml beside them is PaddleX's (Global.model_name, PreProcess.transform_ops,
+PostProcess.Topk with the label names), so paddlex.create_model and PaddleX pipelines load the folder. The exported program ends in a softmax, so it
 outputs class probabilities (like PaddleX's exported classifiers). Everything is written into a temporary
 folder first and renamed into place, so a failed export leaves any previous model as it was.
 Runs on the first machine only, in one process, on CPU (tracing needs no accelerator).
@@ -38,16 +40,28 @@ def run(cfg: Config, dist: DistEnv) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        save_program(model, cfg.Train.input_size, os.path.join(tmp, PREFIX))
-        with open(os.path.join(tmp, "inference.yml"), "w", encoding="utf-8") as f:
-            yaml.safe_dump(inference_yml(cfg, path), f, sort_keys=False, allow_unicode=True)
+        write_inference(cfg, model, tmp, path)
         publish(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"paddledist: export: {path} -> {final} ({', '.join(sorted(os.listdir(final)))})", flush=True)
 
 
-def save_program(model, input_size: int, prefix: str) -> None:
+def write_inference(cfg: Config, model, folder: str, weight_path: str) -> None:
+    """The inference program, its parameters and PaddleX's inference.yml into `folder` (created)."""
+    os.makedirs(folder, exist_ok=True)
+    save_program(model, cfg.Train.input_size, os.path.join(folder, PREFIX), with_pir(cfg, os.environ))
+    with open(os.path.join(folder, "inference.yml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(inference_yml(cfg, weight_path), f, sort_keys=False, allow_unicode=True)
+
+
+def with_pir(cfg: Config, env) -> bool:
+    """PaddleX 3.7's rule: PIR when Global.export_with_pir or FLAGS_json_format_model (default on)."""
+    flag = env.get("FLAGS_json_format_model", "1").strip().lower() not in ("0", "false", "off", "no")
+    return cfg.Global.export_with_pir or flag
+
+
+def save_program(model, input_size: int, prefix: str, pir: bool = True) -> None:
     import paddle
     import paddle.nn.functional as F
 
@@ -62,19 +76,24 @@ def save_program(model, input_size: int, prefix: str) -> None:
     spec = paddle.static.InputSpec([None, 3, input_size, input_size], "float32", name=INPUT_NAME)
     wrapped = WithSoftmax(model)
     wrapped.eval()
-    paddle.jit.save(wrapped, prefix, input_spec=[spec])
+    if pir:
+        paddle.jit.save(wrapped, prefix, input_spec=[spec])
+        return
+    with paddle.pir_utils.OldIrGuard():
+        paddle.jit.save(wrapped, prefix, input_spec=[spec])
 
 
 def inference_yml(cfg: Config, weight_path: str) -> dict:
+    """PaddleX's inference.yml for image classification (what paddlex.create_model reads), plus our own facts
+    under Global (PaddleX ignores them)."""
     from paddledist.data.pipeline import preprocess_spec
 
-    pre = dict(preprocess_spec(cfg.Train.input_size))
     return {
         "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
-                   "input_size": cfg.Train.input_size, "input_name": INPUT_NAME, "weight_path": weight_path},
-        "PreProcess": pre,
-        "PostProcess": {"output": "probabilities", "topk": min(TOPK, cfg.Train.num_classes),
-                        "label_names": label_names(cfg)},
+                   "input_size": cfg.Train.input_size, "input_name": INPUT_NAME, "weight_path": weight_path,
+                   "output": "probabilities"},
+        "PreProcess": {"transform_ops": preprocess_spec(cfg.Train.input_size)},
+        "PostProcess": {"Topk": {"topk": min(TOPK, cfg.Train.num_classes), "label_list": label_names(cfg)}},
     }
 
 
