@@ -57,13 +57,15 @@ def site() -> Path:
 
 CHILD = r"""
 import json, sys
+import numpy as np
 import paddlex
 model_name, model_dir, images = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 model = paddlex.create_model(model_name=model_name, model_dir=model_dir, device="cpu")
 out = {}
-for res in model.predict(images, batch_size=32):
-    out[res["input_path"]] = {"class_ids": [int(i) for i in res["class_ids"]],
-                              "label_names": list(res["label_names"])}
+# batch_size 1, PaddleX's default: with larger batches 3.7.2 hands every result the whole batch's class_ids
+for res in model.predict(images, batch_size=1):
+    out[res["input_path"]] = {"class_ids": [int(i) for i in np.asarray(res["class_ids"]).reshape(-1)],
+                              "label_names": [str(n) for n in np.asarray(res["label_names"]).reshape(-1)]}
 print("PADDLEX_RESULT " + json.dumps(out))
 """
 
