@@ -113,3 +113,11 @@ def test_every_shipped_paddlex_module_config_loads(name):
     # the whole file as PaddleX ships it, model name aside (our registry checks it when a stage starts)
     cfg = load(str(PX_CONFIGS / name))
     assert cfg.Global.model == yaml.safe_load((PX_CONFIGS / name).read_text())["Global"]["model"]
+
+
+@pytest.mark.parametrize("level, on", [("OFF", False), ("O1", True), ("O2", True), ("off", False)])
+def test_paddlex_amp_levels(tmp_path, level, on):
+    assert load(write(tmp_path, f"Train:\n  amp: {level}\n")).Train.amp is on
+    assert load(None, [f"Train.amp={level}"]).Train.amp is on
+    with pytest.raises(UserError, match="Train.amp must be true or false"):
+        load(None, ["Train.amp=O3"])

@@ -90,9 +90,15 @@ def _set(merged: Any, key: str, value: Any, where: str) -> Any:
 _NULL_WORDS = frozenset({"None", "none", "NONE", "Null", "null", "NULL", "~"})
 
 
+# PaddleX's Train.amp levels; ours is on or off (O1 and O2 both mean paddle's AMP on a GPU here)
+_AMP_LEVELS = {"OFF": False, "O1": True, "O2": True}
+
+
 def _coerce(key: str, value: Any) -> Any:
     if isinstance(value, str) and value.strip() in _NULL_WORDS:
         return None
+    if key == "Train.amp" and isinstance(value, str) and value.strip().upper() in _AMP_LEVELS:
+        return _AMP_LEVELS[value.strip().upper()]
     # `-o Train.dist_ips=a,b` arrives as the string "a,b": list-typed keys take comma lists.
     if key in ("Train.dist_ips", "Global.mode") and isinstance(value, str) and "," in value:
         return [part.strip() for part in value.split(",")]

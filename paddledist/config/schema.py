@@ -97,7 +97,7 @@ class TrainConfig:
     accum_steps: int = 1
     """(paddledist) Gradient accumulation steps (gradients are synchronised only on the last)."""
     amp: bool = False
-    """(paddledist) Automatic mixed precision (GPU only)."""
+    """Automatic mixed precision (GPU only); PaddleX's levels OFF, O1, O2 read as false, true, true."""
     fast_mkl_on_amd: bool = False
     """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
     grad_sync: str = "auto"
