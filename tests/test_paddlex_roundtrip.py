@@ -1,6 +1,6 @@
 """PaddleX round trip with the real `paddlex` package: PaddleX's shipped module config runs check_dataset ->
-train -> evaluate -> export -> predict through tools/main.py with only data, device and size overrides (its
-relative paths as written), and paddlex.create_model on our best_model/inference agrees with our predict and
+train -> evaluate -> export -> predict through tools/main.py, one tutorial command per mode, with only data,
+device and size overrides (its relative paths as written: output, output/best_model/best_model.pdparams), and paddlex.create_model on our best_model/inference agrees with our predict and
 with evaluate. Parametrised over models; a model this tree does not register yet is skipped with the reason."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def run(request, tmp_path_factory):
     if name not in REGISTRY:
         pytest.skip(f"{name} is not in this tree's model registry")
     cwd = tmp_path_factory.mktemp(name)
-    (cwd / name).write_text(shipped.read_text())  # unchanged
+    (cwd / shipped.name).write_text(shipped.read_text())  # unchanged
     val = cwd / "val_images"
     val.mkdir()
     labels = {}
@@ -43,15 +43,25 @@ def run(request, tmp_path_factory):
         rel, label = line.split()
         (val / Path(rel).name).symlink_to(DIGITS / rel)
         labels[str(val / Path(rel).name)] = int(label)
-    overrides = [  # data, device, size; the pretrained/export URLs become PaddleX's own spelling of null
-        f"Global.dataset_dir={DIGITS}", "Global.device=cpu", "Train.num_classes=10", "Train.epochs_iters=2",
-        "Train.batch_size=32", "Train.input_size=32", "Train.warmup_steps=0", "Train.learning_rate=0.05",
-        "Train.pretrain_weight_path=None", "Export.weight_path=None", f"Predict.input={val}",
-        "Predict.batch_size=32", "Global.mode=[check_dataset,train,evaluate,export,predict]"]
-    argv = [sys.executable, str(REPO / "tools/main.py"), "-c", name, *[a for o in overrides for a in ("-o", o)]]
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=1500,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # PaddleX's tutorial commands, one mode each, plus data, device and size; the pretrained URL becomes
+    # PaddleX's own spelling of null (no network here)
+    common = [f"Global.dataset_dir={DIGITS}", "Global.device=cpu", "Train.num_classes=10", "Train.input_size=32",
+              "Train.pretrain_weight_path=None"]
+    steps = [
+        ["Global.mode=check_dataset"],
+        ["Global.mode=train", "Train.epochs_iters=2", "Train.batch_size=32", "Train.warmup_steps=0",
+         "Train.learning_rate=0.05"],
+        ["Global.mode=evaluate"],
+        ["Global.mode=export", "Export.weight_path=./output/best_model/best_model.pdparams"],
+        ["Global.mode=predict", "Predict.model_dir=./output/best_model/inference", f"Predict.input={val}",
+         "Predict.batch_size=32"],
+    ]
+    for step in steps:
+        argv = [sys.executable, str(REPO / "tools/main.py"), "-c", shipped.name,
+                *[a for o in common + step for a in ("-o", o)]]
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=1500,
+                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert done.returncode == 0, (step, done.stdout[-3000:] + done.stderr[-3000:])
     return name, cwd / "output", labels
 
 
