@@ -151,3 +151,40 @@ def test_predict_preprocessing_equals_the_evaluation_transform(shape):
 def test_top_k_is_capped_by_the_class_count():
     e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_list": ["x", "y", "z"]})
     assert e == {"input": "a.png", "class_ids": [1, 2, 0], "scores": [0.7, 0.2, 0.1], "label_names": ["y", "z", "x"]}
+
+
+def test_predict_input_url_goes_to_the_hub_or_says_why_not(tmp_path, monkeypatch):
+    import functools
+    import http.server
+    import threading
+
+    image = tmp_path / "x.png"
+    Image.new("RGB", (8, 8), (9, 99, 199)).save(image)
+    assert predict.resolve_input(str(image)) == str(image)  # paths pass through untouched
+    try:
+        import paddledist.hub  # noqa: F401  (arrives with the weight-hub change)
+    except ImportError:
+        with pytest.raises(UserError, match="Predict.input: https://127.0.0.1:9/x.jpg is a URL, and this build"):
+            predict.resolve_input("https://127.0.0.1:9/x.jpg")
+        return
+    # with the hub: a real server on 127.0.0.1, the image downloaded into PADDLEDIST_HOME
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path / "home"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        local = predict.resolve_input(f"http://127.0.0.1:{server.server_address[1]}/x.png")
+    finally:
+        server.shutdown()
+    assert local.startswith(str(tmp_path / "home")) and Path(local).read_bytes() == image.read_bytes()
+    assert predict.list_inputs(local) == [local]
+
+
+def test_an_old_inference_yml_asks_for_a_new_export(exported, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for f in (exported / "inference").iterdir():
+        (old / f.name).write_bytes(f.read_bytes())
+    (old / "inference.yml").write_text(yaml.safe_dump({"PreProcess": {"resize": [32, 32]}, "PostProcess": {}}))
+    with pytest.raises(UserError, match="is not a PaddleX image-classification inference.yml"):
+        predict.read_model_dir(str(old))
