@@ -164,5 +164,5 @@ def test_other_card_kinds_use_devices_and_their_socket_variable(kind, card_var):
 def test_other_card_kinds_need_their_paddle_build(kind):
     from paddledist.stages.common import check_device
 
-    with pytest.raises(UserError, match=f"no {kind} support"):
+    with pytest.raises(UserError, match=f"no {kind.upper()} support"):
         check_device(load(None, [f"Global.device={kind}:0"]))

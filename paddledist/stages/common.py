@@ -44,7 +44,7 @@ def check_device(cfg: Config) -> None:
 
     if not _paddle_has(paddle, kind):
         build = "paddlepaddle-gpu" if kind == "gpu" else f"a paddle build (or custom-device plugin) for {kind}"
-        raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no {kind} support; "
+        raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no {kind.upper()} support; "
                         f"install {build} or use -o Global.device=cpu")
 
 
