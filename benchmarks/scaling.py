@@ -189,7 +189,8 @@ class Bench:
                 f"Global.device={device}", f"Global.output={out}", f"Train.batch_size={a.batch_size}",
                 f"Train.epochs_iters={epochs}", f"Train.eval_interval={epochs}", f"Train.save_interval={epochs}",
                 "Train.warmup_steps=0", f"Train.log_interval={a.epoch_steps}", f"Train.port={free_port_range()}",
-                *overrides]
+                # no inference export beside each checkpoint: the other ranks would wait for rank 0's tracing
+                "Train.uniform_output_enabled=false", *overrides]
 
     # ---- start-up -----------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ and their three files belong to one and the same save."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -25,16 +26,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Saves epochs start, start+1, ... forever; every array holds the epoch number, so a mix of two saves shows.
 WRITER = textwrap.dedent("""
-    import sys
+    import functools, os, sys
     import numpy as np
     import paddle  # imported before "ready": the kill must land in saves, not in the import
-    from paddledist.engine import checkpoint
+    from paddledist.engine import checkpoint, hooks
     out, epoch = sys.argv[1], int(sys.argv[2])
     print("ready", flush=True)
     while True:
         params = {f"w{i}": np.full((1024, 1024), epoch, dtype=np.float32) for i in range(8)}  # 32 MiB
         states = {"epoch": epoch, "best_top1": 0.5}
-        checkpoint.save(out, "latest", params, {"m": np.full((4,), epoch, np.float32)}, states, link=True)
+        # the trainer's extra files: <name>.info.json and a copied inference/ (8 MiB of the epoch number)
+        scratch = os.path.join(out, ".inference-scratch")
+        os.makedirs(scratch, exist_ok=True)
+        np.full((2 << 20,), epoch, np.float32).tofile(os.path.join(scratch, "inference.pdiparams"))
+        extra = functools.partial(hooks._add_info_and_inference, info={"epoch": epoch}, inference=scratch)
+        checkpoint.save(out, "latest", params, {"m": np.full((4,), epoch, np.float32)}, states, link=True,
+                        extra=extra)
         if epoch % 3 == 0:
             checkpoint.save(out, "best_model", params, {"m": np.zeros(1)}, states, link=True)
         if epoch % 4 == 0:
@@ -50,6 +57,9 @@ def consistent_epoch(out: Path, name: str) -> int:
     assert all(np.all(v == epoch) for v in ckpt.params.values()), f"{name}: parameters of several saves"
     if name == "latest":
         assert np.all(ckpt.opt["m"] == epoch), f"{name}: optimizer state of another save"
+        assert json.loads((out / name / f"{name}.info.json").read_text())["epoch"] == epoch, "info.json of another save"
+        inference = np.fromfile(out / name / "inference" / "inference.pdiparams", np.float32)
+        assert inference.size == 2 << 20 and np.all(inference == epoch), "inference/ of another save or incomplete"
     return epoch
 
 

@@ -31,6 +31,12 @@ SCHEMA_KEYS = {
     "Evaluate.weight_path", "Evaluate.log_interval",
     "Export.weight_path",
     "Predict.batch_size", "Predict.model_dir", "Predict.input", "Predict.kernel_option.run_mode",
+    # PaddleX 3.x keys its code reads beyond the shipped module configs (tests/test_paddlex_config.py)
+    "Global.export_with_pir", "Train.dy2st", "Train.uniform_output_enabled", "Train.basic_config_path",
+    "Evaluate.basic_config_path", "Export.basic_config_path", "Predict.kernel_option.cpu_threads",
+    "Predict.use_hpip", "Predict.hpip_config", "Predict.hpi_config", "Predict.engine", "Predict.engine_config",
+    "Predict.genai_config", "Benchmark.env", "Benchmark.seed", "Benchmark.do_eval", "Benchmark.num_workers",
+    "Benchmark.amp", "Benchmark.dali", "Benchmark.shuffle", "Benchmark.shared_memory", "Benchmark.print_mem_info",
 }
 
 # PaddleX image-classification keys (paddlex/configs/modules/image_classification/*.yaml, plus dist_ips).
@@ -342,7 +348,7 @@ def test_valid_devices(spec, kind, ids):
     assert load(None, [f"Global.device={spec}"]).Global.device == spec
 
 
-@pytest.mark.parametrize("spec", ["tpu", "gpu:a", "cpu:0,0", "gpu:-1", "cpu:0,", "xpu:0"])
+@pytest.mark.parametrize("spec", ["tpu", "gpu:a", "cpu:0,0", "gpu:-1", "cpu:0,", "xpu:a", "npux:0"])
 def test_invalid_devices(spec):
     with pytest.raises(UserError, match="Global.device"):
         parse_device(spec)

@@ -146,3 +146,25 @@ def test_is_first_machine():
     assert is_first_machine(load(None, two + ["Train.node_ip=10.0.0.1"]), {})
     assert not is_first_machine(load(None, two + ["Train.node_ip=10.0.0.2"]), {})
     assert not is_first_machine(load(None, two), {"POD_IP": "10.0.0.2"})
+
+
+# PaddleX's other card kinds: the launcher picks cards with --devices as for gpu, and the card's collective
+# library gets the interface where it has a variable for it. No such card here: argv and env only.
+@pytest.mark.unit
+@pytest.mark.parametrize("kind, card_var", [("xpu", "BKCL_SOCKET_IFNAME"), ("npu", "HCCL_SOCKET_IFNAME"),
+                                            ("dcu", "NCCL_SOCKET_IFNAME"), ("mlu", None)])
+def test_other_card_kinds_use_devices_and_their_socket_variable(kind, card_var):
+    argv, env = shape("Train.dist_ips=10.0.0.2,10.0.0.7", f"Global.device={kind}:0,1", "Train.port=7000")
+    assert argv == LAUNCH + ["--ips", "10.0.0.2,10.0.0.7", "--start_port", "7001", "--host", "10.0.0.2",
+                             "--devices", "0,1", "--job_id", "paddledist", "--log_dir", "out/logs/10.0.0.2"] + TAIL
+    expected = {"GLOO_SOCKET_IFNAME": "eth0", **({card_var: "eth0"} if card_var else {})}
+    assert env == env_with(**expected)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kind", ["xpu", "npu", "mlu", "dcu"])
+def test_other_card_kinds_need_their_paddle_build(kind):
+    from paddledist.stages.common import check_device
+
+    with pytest.raises(UserError, match=f"no {kind.upper()} support"):
+        check_device(load(None, [f"Global.device={kind}:0"]))

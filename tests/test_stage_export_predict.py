@@ -66,8 +66,11 @@ def test_export_writes_a_complete_inference_folder(exported):
                      ["inference.pdiparams", "inference.pdmodel", "inference.yml"])
     spec = yaml.safe_load((exported / "inference" / "inference.yml").read_text())
     assert spec["Global"]["model_name"] == "LeNet" and spec["Global"]["num_classes"] == 10
-    assert spec["PreProcess"]["resize"] == [32, 32] and spec["PreProcess"]["channel_order"] == "RGB"
-    assert spec["PostProcess"]["label_names"] == [str(i) for i in range(10)]
+    ops = [next(iter(op)) for op in spec["PreProcess"]["transform_ops"]]
+    assert ops == ["ResizeImage", "CropImage", "NormalizeImage", "ToCHWImage"]
+    assert spec["PreProcess"]["transform_ops"][0]["ResizeImage"] == {"size": [32, 32], "backend": "pil",
+                                                                     "interpolation": "BILINEAR"}
+    assert spec["PostProcess"]["Topk"] == {"topk": 5, "label_list": [str(i) for i in range(10)]}
     assert not [p for p in exported.iterdir() if p.name.startswith(".inference")]
 
 
@@ -75,7 +78,9 @@ def test_predict_on_the_validation_images_matches_evaluate(exported, val_images)
     folder, labels = val_images
     done = ok(tool("predict.py", f"Global.output={exported}", f"Predict.input={folder}", "Predict.batch_size=64",
                    cwd=exported))
-    assert f"paddledist: predict: {len(labels)} image(s) with {exported}/inference (run_mode paddle)" in done.stdout
+    # PaddleX's default place: training wrote best_model/inference (Train.uniform_output_enabled)
+    assert f"paddledist: predict: {len(labels)} image(s) with {exported}/best_model/inference (run_mode paddle)" \
+        in done.stdout
     entries = json.loads((exported / "predict_result.json").read_text())
     assert len(entries) == len(labels)
     for e in entries:
@@ -126,7 +131,7 @@ def test_a_failed_export_leaves_the_previous_model_untouched(exported, monkeypat
     cfg = load(CONFIG, [f"Global.output={exported}", f"Global.dataset_dir={DIGITS}"])
     before = {p.name: p.read_bytes() for p in (exported / "inference").iterdir()}
 
-    def half_then_fail(model, size, prefix):
+    def half_then_fail(model, size, prefix, pir=True):
         Path(prefix + ".pdiparams").write_bytes(b"half")
         raise UserError("simulated failure while saving")
 
@@ -142,12 +147,11 @@ def test_predict_preprocessing_equals_the_evaluation_transform(shape):
     from paddledist.data.pipeline import Transform, preprocess_spec
 
     image = np.random.RandomState(sum(shape)).randint(0, 256, shape).astype(np.uint8)
-    pre = dict(preprocess_spec(32), interpolation="bilinear")
-    assert np.array_equal(predict.preprocess(image, pre), Transform(32, False, False)(image))
+    assert np.array_equal(predict.preprocess(image, preprocess_spec(32)), Transform(32, False, False)(image))
 
 
 def test_top_k_is_capped_by_the_class_count():
-    e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_names": ["x", "y", "z"]})
+    e = predict.top_k("a.png", np.array([0.1, 0.7, 0.2]), {"topk": 5, "label_list": ["x", "y", "z"]})
     assert e == {"input": "a.png", "class_ids": [1, 2, 0], "scores": [0.7, 0.2, 0.1], "label_names": ["y", "z", "x"]}
 
 
@@ -170,10 +174,48 @@ def test_export_follows_the_models_recipe(tmp_path, size, side, resize_short):
     export.run(cfg, DistEnv())
     spec = yaml.safe_load((tmp_path / "out" / "inference" / "inference.yml").read_text())
     assert spec["Global"]["input_size"] == side
-    assert spec["PreProcess"]["resize_short"] == resize_short and spec["PreProcess"]["crop"] == [side, side]
+    ops = spec["PreProcess"]["transform_ops"]
+    assert ops[0]["ResizeImage"]["resize_short"] == resize_short and ops[1]["CropImage"]["size"] == side
     image = np.random.RandomState(side).randint(0, 256, (50, 70, 3)).astype(np.uint8)
-    assert np.array_equal(predict.preprocess(image, spec["PreProcess"]), Transform.of(recipe(cfg), False, False)(image))
+    assert np.array_equal(predict.preprocess(image, ops), Transform.of(recipe(cfg), False, False)(image))
     program = paddle.jit.load(str(tmp_path / "out" / "inference" / "inference"))
     x = paddle.to_tensor(Transform.of(recipe(cfg), False, False)(image)[None])
     model.eval()
     np.testing.assert_allclose(program(x).numpy(), paddle.nn.functional.softmax(model(x)).numpy(), atol=1e-5)
+
+
+def test_predict_input_url_goes_to_the_hub_or_says_why_not(tmp_path, monkeypatch):
+    import functools
+    import http.server
+    import threading
+
+    image = tmp_path / "x.png"
+    Image.new("RGB", (8, 8), (9, 99, 199)).save(image)
+    assert predict.resolve_input(str(image)) == str(image)  # paths pass through untouched
+    try:
+        import paddledist.hub  # noqa: F401  (arrives with the weight-hub change)
+    except ImportError:
+        with pytest.raises(UserError, match="Predict.input: https://127.0.0.1:9/x.jpg is a URL, and this build"):
+            predict.resolve_input("https://127.0.0.1:9/x.jpg")
+        return
+    # with the hub: a real server on 127.0.0.1, the image downloaded into PADDLEDIST_HOME
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path / "home"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        local = predict.resolve_input(f"http://127.0.0.1:{server.server_address[1]}/x.png")
+    finally:
+        server.shutdown()
+    assert local.startswith(str(tmp_path / "home")) and Path(local).read_bytes() == image.read_bytes()
+    assert predict.list_inputs(local) == [local]
+
+
+def test_an_old_inference_yml_asks_for_a_new_export(exported, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for f in (exported / "inference").iterdir():
+        (old / f.name).write_bytes(f.read_bytes())
+    (old / "inference.yml").write_text(yaml.safe_dump({"PreProcess": {"resize": [32, 32]}, "PostProcess": {}}))
+    with pytest.raises(UserError, match="is not a PaddleX image-classification inference.yml"):
+        predict.read_model_dir(str(old))

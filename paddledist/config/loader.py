@@ -54,7 +54,8 @@ def _flatten(data: dict, prefix: str = "") -> list[tuple[str, Any]]:
     items = []
     for key, value in data.items():
         full = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
+        # a mapping under a free-form key (Benchmark.env, Predict.hpip_config) is that key's value
+        if isinstance(value, dict) and value and dataclasses.is_dataclass(lookup(full, "config")):
             items.extend(_flatten(value, full + "."))
         else:
             items.append((full, value))
@@ -78,7 +79,19 @@ def _set(merged: Any, key: str, value: Any, where: str) -> Any:
         raise UserError(_type_message(key, tp, value, where)) from None
 
 
+# PaddleX's docs and configs write null as Python's None (`-o Train.pretrain_weight_path=None`)
+_NULL_WORDS = frozenset({"None", "none", "NONE", "Null", "null", "NULL", "~"})
+
+
+# PaddleX's Train.amp levels; ours is on or off (O1 and O2 both mean paddle's AMP on a GPU here)
+_AMP_LEVELS = {"OFF": False, "O1": True, "O2": True}
+
+
 def _coerce(key: str, value: Any) -> Any:
+    if isinstance(value, str) and value.strip() in _NULL_WORDS:
+        return None
+    if key == "Train.amp" and isinstance(value, str) and value.strip().upper() in _AMP_LEVELS:
+        return _AMP_LEVELS[value.strip().upper()]
     # `-o Train.dist_ips=a,b` arrives as the string "a,b": list-typed keys take comma lists.
     if key in ("Train.dist_ips", "Global.mode") and isinstance(value, str) and "," in value:
         return [part.strip() for part in value.split(",")]

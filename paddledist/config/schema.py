@@ -32,6 +32,8 @@ class GlobalConfig:
     """(paddledist) Seed for data order, augmentation and initialisation, 0 to 2147483647."""
     allow_outside_paths: bool = False
     """(paddledist) Let train.txt/val.txt list absolute paths or paths with `..` that leave Global.dataset_dir (refused by default: a list from elsewhere could read any file)."""
+    export_with_pir: bool = False
+    """(PaddleX) Export paddle's PIR program (inference.json); off, the legacy inference.pdmodel is written only when FLAGS_json_format_model=0 too (PaddleX 3.7's rule)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class TrainConfig:
     accum_steps: int = 1
     """(paddledist) Gradient accumulation steps (gradients are synchronised only on the last)."""
     amp: bool = False
-    """(paddledist) Automatic mixed precision (GPU only)."""
+    """Automatic mixed precision (GPU only); PaddleX's levels OFF, O1, O2 read as false, true, true."""
     fast_mkl_on_amd: bool = False
     """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
     grad_sync: str = "auto"
@@ -122,6 +124,12 @@ class TrainConfig:
     """(paddledist) Undecodable samples tolerated (counted and reported) before training stops."""
     heartbeat_interval: float = 5.0
     """(paddledist) Seconds between heartbeats each machine's supervisor exchanges with the first machine's."""
+    dy2st: bool = False
+    """(PaddleX) Train through paddle.jit.to_static (dynamic-to-static); accepted, no effect here (we train in dygraph)."""
+    uniform_output_enabled: bool = True
+    """(PaddleX) Export an inference model (inference/) beside every saved checkpoint, as PaddleX does."""
+    basic_config_path: Optional[str] = None
+    """(PaddleX) PaddleClas training config to start from; accepted, no effect here (the model registry supplies it)."""
     heartbeat_timeout: float = 60.0
     """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
 
@@ -132,18 +140,24 @@ class EvaluateConfig:
     """Weights to evaluate (a local .pdparams file, an http(s) URL or `default`); null: the train stage's best_model."""
     log_interval: int = 10
     """Log every this many iterations."""
+    basic_config_path: Optional[str] = None
+    """(PaddleX) PaddleClas config to evaluate with; accepted, no effect here."""
 
 
 @dataclass(frozen=True)
 class ExportConfig:
     weight_path: Optional[str] = None
     """Weights to export (a local .pdparams file, an http(s) URL or `default`); null: the train stage's best_model."""
+    basic_config_path: Optional[str] = None
+    """(PaddleX) PaddleClas config to export with; accepted, no effect here."""
 
 
 @dataclass(frozen=True)
 class KernelOptionConfig:
     run_mode: str = "paddle"
     """Inference engine: paddle (default) or mkldnn (oneDNN kernels on CPU)."""
+    cpu_threads: Optional[int] = None
+    """(PaddleX) CPU threads of the inference engine; accepted, no effect here (paddle's default)."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +167,45 @@ class PredictConfig:
     model_dir: Optional[str] = None
     """Exported model folder; by default the export stage's output."""
     input: Optional[str] = None
-    """An image file or a folder of images."""
+    """An image file, a folder of images, or an http(s) URL of an image (downloaded into the weight cache)."""
     kernel_option: KernelOptionConfig = field(default_factory=KernelOptionConfig)
     """Inference engine options."""
+    use_hpip: bool = False
+    """(PaddleX) Use PaddleX's high-performance inference plugin; accepted, no effect here."""
+    hpip_config: Any = None
+    """(PaddleX) Options of the high-performance inference plugin; accepted, no effect here."""
+    hpi_config: Any = None
+    """(PaddleX) The spelling PaddleX 3.x's code reads for hpip_config; accepted, no effect here."""
+    engine: Optional[str] = None
+    """(PaddleX) Inference engine name (paddle, hpi, ...); accepted, no effect here."""
+    engine_config: Any = None
+    """(PaddleX) Options of Predict.engine; accepted, no effect here."""
+    genai_config: Any = None
+    """(PaddleX) Generative-AI serving options (not used by classification); accepted, no effect here."""
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """PaddleX's benchmarking switches; accepted so PaddleX configs load, and none has an effect here."""
+
+    env: Any = None
+    """(PaddleX) Environment variables for the benchmark run; no effect here."""
+    seed: Optional[int] = None
+    """(PaddleX) Seed of the benchmark run; no effect here (Global.seed is the seed)."""
+    do_eval: bool = False
+    """(PaddleX) Evaluate during the benchmark run; no effect here."""
+    num_workers: Optional[int] = None
+    """(PaddleX) Data-loader workers of the benchmark run; no effect here (Train.num_workers is ours)."""
+    amp: Any = None
+    """(PaddleX) AMP level of the benchmark run (OFF, O1, O2); no effect here."""
+    dali: bool = False
+    """(PaddleX) Load data with NVIDIA DALI; no effect here."""
+    shuffle: bool = False
+    """(PaddleX) Shuffle data in the benchmark run; no effect here."""
+    shared_memory: bool = True
+    """(PaddleX) Data loader shared memory; no effect here."""
+    print_mem_info: bool = True
+    """(PaddleX) Log GPU memory use; no effect here."""
 
 
 @dataclass(frozen=True)
@@ -166,3 +216,4 @@ class Config:
     Evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     Export: ExportConfig = field(default_factory=ExportConfig)
     Predict: PredictConfig = field(default_factory=PredictConfig)
+    Benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)

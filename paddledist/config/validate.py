@@ -70,8 +70,8 @@ def _validate_grad_sync(cfg: Config) -> None:
     sync = cfg.Train.grad_sync
     if sync not in GRAD_SYNC:
         raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
-    if sync in ("shm", "flat") and parse_device(cfg.Global.device).kind == "gpu":
-        raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU jobs use reducer or auto")
+    if sync in ("shm", "flat") and parse_device(cfg.Global.device).accelerator:
+        raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
     if sync == "shm" and len(cfg.Train.dist_ips or ()) > 1:
         raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
 

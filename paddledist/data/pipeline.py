@@ -7,24 +7,24 @@ from typing import Iterator
 import numpy as np
 import paddle
 import paddle.vision.transforms as T
+import paddle.vision.transforms.functional as F
 from PIL import Image
 
 from paddledist.data.formats import DecodeError, Samples
 from paddledist.data.sharding import eval_shard, rank_batches
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 OK, PAD, BAD = 1, 0, -1
 
 
 class Transform:
-    """paddle's PIL transforms, then CHW float32 normalised.
+    """paddle's PIL transforms, then CHW float32 normalised with PaddleX's NormalizeImage arithmetic.
 
-    Eval: the short side resized to `resize_short` and centre-cropped to `input_size` (PaddleClas's ResizeImage
-    + CropImage); with resize_short == input_size (LeNet) the image is resized to the square instead. Training
-    with augmentation: `random_resized_crop` (+ horizontal flip, PaddleClas's RandCropImage + RandFlipImage) or
-    `pad_crop` (resize to the square, pad by 1/8, random crop); without augmentation as eval."""
+    Eval: the short side resized to `resize_short` and centre-cropped to `input_size` with PaddleClas's rounding
+    (ResizeImage + CropImage, so PaddleX's predictor computes the same pixels from inference.yml); with
+    resize_short == input_size (LeNet) the image is resized to the square instead. Training with augmentation:
+    `random_resized_crop` (+ horizontal flip, PaddleClas's RandCropImage + RandFlipImage) or `pad_crop` (resize
+    to the square, pad by 1/8, random crop); without augmentation as eval."""
 
     def __init__(self, input_size: int, train: bool, augment: bool, resize_short: int | None = None,
                  interpolation: str = "bilinear", mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD,
@@ -37,12 +37,10 @@ class Transform:
             if train and augment:
                 steps.append(T.RandomCrop(input_size, padding=max(1, input_size // 8)))
         else:
-            steps = [T.Resize(resize_short, interpolation=interpolation), T.CenterCrop(input_size)]
+            steps = [ResizeShortCrop(resize_short, input_size, interpolation)]
         self.pil = T.Compose(steps)
         self.input_size = input_size
-        # the same float32 constants preprocess_spec writes for exported models
-        self.mean = np.asarray([m * 255 for m in mean], np.float32)[:, None, None]
-        self.std = np.asarray([v * 255 for v in std], np.float32)[:, None, None]
+        self.alpha, self.beta = normalise_constants(mean, std)
 
     @classmethod
     def of(cls, recipe, train: bool, augment: bool) -> "Transform":
@@ -51,25 +49,47 @@ class Transform:
                    recipe.std, recipe.train_crop)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
-        chw = np.asarray(self.pil(Image.fromarray(image))).astype(np.float32).transpose(2, 0, 1)
-        return (chw - self.mean) / self.std
+        hwc = np.asarray(self.pil(Image.fromarray(image))).astype(np.float32)
+        return (hwc * self.alpha + self.beta).transpose(2, 0, 1)
 
 
-def normalise(hwc: np.ndarray) -> np.ndarray:
-    """HWC uint8 RGB -> CHW float32 with ImageNet mean/std (the same arithmetic as exported models expect)."""
-    chw = hwc.astype(np.float32).transpose(2, 0, 1)
-    return (chw - np.asarray(MEAN, np.float32)[:, None, None]) / np.asarray(STD, np.float32)[:, None, None]
+class ResizeShortCrop:
+    """PaddleClas's eval ResizeImage(resize_short) + CropImage(size): sides round(side * short / min side), then
+    the crop at ((h - size) // 2, (w - size) // 2); paddle's Resize(int) truncates and its CenterCrop rounds."""
+
+    def __init__(self, short: int, size: int, interpolation: str) -> None:
+        self.short, self.size, self.interpolation = short, size, interpolation
+
+    def __call__(self, img: Image.Image) -> Image.Image:
+        w, h = img.size
+        scale = self.short / min(w, h)
+        new_w, new_h = round(w * scale), round(h * scale)
+        if (new_w, new_h) != (w, h):
+            img = F.resize(img, (new_h, new_w), self.interpolation)
+        return F.crop(img, (new_h - self.size) // 2, (new_w - self.size) // 2, self.size, self.size)
+
+
+def normalise_constants(mean: tuple, std: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """PaddleX's NormalizeImage arithmetic, x * (scale / std) - mean / std (scale 1/255), as float32 constants,
+    so that its predictor and ours compute bit for bit what evaluation computes from inference.yml's numbers."""
+    alpha = np.asarray([(1 / 255) / v for v in std], np.float32)
+    beta = np.asarray([-m / v for m, v in zip(mean, std)], np.float32)
+    return alpha, beta
 
 
 def preprocess_spec(input_size: int, resize_short: int | None = None, interpolation: str = "bilinear",
-                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD) -> dict:
-    """Eval preprocessing as data, for exported models (inference.yml): `resize` to a square, or `resize_short`
-    then a centre `crop`."""
+                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD) -> list[dict]:
+    """Eval preprocessing as PaddleX's inference.yml `PreProcess.transform_ops`, exactly what Transform does at
+    eval: PIL resize (to the square, or the short side) and the centre crop (a no-op after a square resize;
+    PaddleX's predictor expects one), NormalizeImage, HWC -> CHW."""
     resize_short = resize_short or input_size
-    size = ({"resize": [input_size, input_size]} if resize_short == input_size else
-            {"resize_short": resize_short, "crop": [input_size, input_size]})
-    return {**size, "interpolation": interpolation, "mean": [m * 255 for m in mean], "std": [v * 255 for v in std],
-            "channel_order": "RGB", "layout": "CHW"}
+    size = {"size": [input_size, input_size]} if resize_short == input_size else {"resize_short": resize_short}
+    return [
+        {"ResizeImage": {**size, "backend": "pil", "interpolation": interpolation.upper()}},
+        {"CropImage": {"size": input_size}},
+        {"NormalizeImage": {"mean": list(mean), "std": list(std), "scale": 1 / 255, "order": "", "channel_num": 3}},
+        {"ToCHWImage": None},
+    ]
 
 
 class ImageDataset(paddle.io.Dataset):

@@ -1,6 +1,7 @@
 """Checkpoints in PaddleX's layout, published atomically.
 
-`<output>/epoch_N/epoch_N.pdparams|.pdopt|.pdstates`, and `latest/` and `best_model/` likewise. Each
+`<output>/epoch_N/epoch_N.pdparams|.pdopt|.pdstates|.info.json` (and `inference/` with
+Train.uniform_output_enabled), and `latest/` and `best_model/` likewise. Each
 checkpoint is written complete into a hidden temporary folder first. `epoch_N` is then renamed into
 place; `latest` and `best_model` are symbolic links swapped with one atomic rename onto a versioned
 folder under `.checkpoints/`, so a kill at any moment leaves the previous complete checkpoint (a test
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from paddledist.errors import UserError
 from paddledist.fsio import fsync_path, guarded, remove
@@ -32,8 +33,10 @@ class Checkpoint:
     """Pretrained weights: what loads, what is replaced and ignored (stages.weights.Fit), set by the preflight."""
 
 
-def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bool) -> str:
-    """Write `<name>/<name>.*` under `output`; returns the .pdparams path. `link`: publish via symlink swap."""
+def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bool,
+         extra: Optional[Callable[[str, str], None]] = None) -> str:
+    """Write `<name>/<name>.*` under `output`; returns the .pdparams path. `link`: publish via symlink swap.
+    `extra(folder, name)` adds files (info.json, inference/) to the unpublished folder, so they appear with it."""
     import paddle
 
     store = os.path.join(output, STORE)
@@ -46,6 +49,8 @@ def save(output: str, name: str, params: dict, opt: dict, states: dict, link: bo
         os.makedirs(tmp)
         for suffix, obj in (("pdparams", params), ("pdopt", opt), ("pdstates", states)):
             paddle.save(obj, os.path.join(tmp, f"{name}.{suffix}"))
+        if extra is not None:
+            extra(tmp, name)
         _fsync_files(tmp)
         if link:
             _publish_link(output, name, tmp, _free_tag(store, f"{name}.epoch{states['epoch']}"))
@@ -135,7 +140,11 @@ def _remove_leftovers(output: str) -> None:
 
 def _fsync_files(path: str) -> None:
     for name in os.listdir(path):
-        fsync_path(os.path.join(path, name))
+        full = os.path.join(path, name)
+        if os.path.isdir(full):
+            _fsync_files(full)
+            continue
+        fsync_path(full)
     _fsync_dir(path)
 
 

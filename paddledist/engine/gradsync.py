@@ -60,7 +60,7 @@ def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[i
                         f"{SHM_DIR}, {(shm_free or 0) / 1e6:.0f} MB are; use Train.grad_sync=flat or auto")
     if mode != "auto":
         return mode
-    if kind == "gpu":
+    if kind != "cpu":  # gpu and PaddleX's other card kinds: paddle's DataParallel over the card's library
         return "reducer"
     return "shm" if dist.nnodes == 1 and fits and x86 else "flat"
 

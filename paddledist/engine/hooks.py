@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import os
+import shutil
 import time
 
 import numpy as np
@@ -98,7 +102,9 @@ class EvalHook(Hook):
 
 
 class CheckpointHook(Hook):
-    """latest every epoch, best_model on a new best, epoch_N every save_interval; rank 0 only, atomically."""
+    """latest every epoch, best_model on a new best, epoch_N every save_interval; rank 0 only, atomically. Each
+    folder also gets `<name>.info.json` and, with Train.uniform_output_enabled, an exported `inference/`
+    (traced once per epoch and copied into each folder), as PaddleX's trainer writes them."""
 
     def after_epoch(self, t) -> None:
         if not t.dist.is_main:
@@ -109,11 +115,45 @@ class CheckpointHook(Hook):
                   "global_step": s.global_step, "history": s.history, "bad_samples": s.bad_samples,
                   "seed": t.cfg.Global.seed,
                   "rng": "reseeded per epoch from (Global.seed, rank, epoch)"}
-        checkpoint.save(out, "latest", params, opt, states, link=True)
-        if t.is_best:
-            checkpoint.save(out, "best_model", params, opt, states, link=True)
-        if s.epoch % t.cfg.Train.save_interval == 0:
-            checkpoint.save(out, f"epoch_{s.epoch}", params, opt, states, link=False)
+        last = s.history[-1].get("top1") if s.history else None
+        info = {"epoch": s.epoch, "metric": last, "best_metric": s.best_top1, "best_epoch": s.best_epoch,
+                "global_step": s.global_step}
+        with uniform_output(t) as inference:
+            extra = functools.partial(_add_info_and_inference, info=info, inference=inference)
+            checkpoint.save(out, "latest", params, opt, states, link=True, extra=extra)
+            if t.is_best:
+                best = dict(info, metric=s.best_top1)
+                checkpoint.save(out, "best_model", params, opt, states, link=True,
+                                extra=functools.partial(_add_info_and_inference, info=best, inference=inference))
+            if s.epoch % t.cfg.Train.save_interval == 0:
+                checkpoint.save(out, f"epoch_{s.epoch}", params, opt, states, link=False, extra=extra)
+
+
+def _add_info_and_inference(folder: str, name: str, info: dict, inference) -> None:
+    results.write_json(os.path.join(folder, f"{name}.info.json"), info)
+    if inference:
+        shutil.copytree(inference, os.path.join(folder, "inference"))
+
+
+@contextlib.contextmanager
+def uniform_output(t):
+    """The inference model of this epoch's weights in a scratch folder (None without uniform output)."""
+    if not t.cfg.Train.uniform_output_enabled:
+        yield None
+        return
+    from paddledist.stages import export
+
+    # not under checkpoint.STORE: every save there removes what no link points to
+    scratch = os.path.join(t.cfg.Global.output, f".inference-scratch-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    model = getattr(t.model, "_layers", t.model)  # DataParallel wraps the network
+    try:
+        export.write_inference(t.cfg, model, scratch, f"epoch {t.state.epoch}")
+        model.train()  # tracing switched it to eval
+        yield scratch
+    finally:
+        model.train()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class ResultHook(Hook):

@@ -46,7 +46,7 @@ def launcher_argv(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequ
     if plan.nnodes > 1:
         argv += ["--ips", ",".join(plan.nodes), "--start_port", str(plan.port + 1)]
     argv += ["--host", plan.host]
-    if plan.device.kind == "gpu":
+    if plan.device.accelerator:
         argv += ["--devices", ",".join(map(str, plan.device.ids))]
     else:  # the CPU build rejects --devices; it only needs a process count
         argv += ["--nproc_per_node", str(plan.nproc_per_node)]
@@ -65,9 +65,16 @@ def launcher_env(plan: ClusterPlan, base_env: Mapping[str, str], package_root: s
     return env
 
 
+# The card vendor's collective library and the variable that pins its sockets to one interface: NCCL (and
+# RCCL on DCU, which reads NCCL's names), Kunlun's BKCL, Ascend's HCCL. Cambricon's CNCL has none we know of.
+_CARD_SOCKET_VAR = {"gpu": "NCCL_SOCKET_IFNAME", "dcu": "NCCL_SOCKET_IFNAME", "xpu": "BKCL_SOCKET_IFNAME",
+                    "npu": "HCCL_SOCKET_IFNAME"}
+
+
 def socket_ifname_vars(kind: str) -> tuple[str, ...]:
-    """gloo carries CPU collectives, and CPU-side ones on GPU jobs too; NCCL carries the GPU ones."""
-    return ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if kind == "gpu" else ("GLOO_SOCKET_IFNAME",)
+    """gloo carries CPU collectives, and CPU-side ones on card jobs too; the card's library carries the rest."""
+    card = _CARD_SOCKET_VAR.get(kind)
+    return ("GLOO_SOCKET_IFNAME", card) if card else ("GLOO_SOCKET_IFNAME",)
 
 
 def build(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequence[str], base_env: Mapping[str, str],

@@ -8,6 +8,7 @@ the first machine only. A list stops at the first failing stage with its exit co
 from __future__ import annotations
 
 import os
+import sys
 from importlib import import_module
 from typing import Callable
 
@@ -37,6 +38,11 @@ def run_pipeline(cfg: Config, config_path: str, overrides: list[str], dry_run: b
     from paddledist.stages.output_check import check_output
 
     check_output(cfg, cfg.Global.mode)
+    from paddledist.config.inert import inert_notice
+
+    notice = inert_notice(cfg)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     for stage in cfg.Global.mode:
         code = run_stage(cfg, stage, config_path, overrides, dry_run)
         if code != 0:

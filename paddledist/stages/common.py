@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Mapping
 
+from paddledist.config.device import PADDLE_DEVICE
 from paddledist.config import Config, parse_device
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
@@ -34,15 +35,27 @@ def setup_logging(output: str, stage: str, dist: DistEnv) -> None:
 
 
 def check_device(cfg: Config) -> None:
-    """A GPU device needs a paddle build with CUDA; checked before anything is launched or written (paddle is
-    imported for GPU jobs only)."""
-    if parse_device(cfg.Global.device).kind != "gpu":
+    """A card device needs a paddle build for that card; checked before anything is launched or written (paddle
+    is imported for card jobs only)."""
+    kind = parse_device(cfg.Global.device).kind
+    if kind == "cpu":
         return
     import paddle
 
-    if not paddle.is_compiled_with_cuda():
-        raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no GPU support; "
-                        "install paddlepaddle-gpu or use -o Global.device=cpu")
+    if not _paddle_has(paddle, kind):
+        build = "paddlepaddle-gpu" if kind == "gpu" else f"a paddle build (or custom-device plugin) for {kind}"
+        raise UserError(f"Global.device={cfg.Global.device} but this paddle build has no {kind.upper()} support; "
+                        f"install {build} or use -o Global.device=cpu")
+
+
+def _paddle_has(paddle, kind: str) -> bool:
+    if kind == "gpu":
+        return paddle.is_compiled_with_cuda() or paddle.is_compiled_with_rocm()
+    if kind == "dcu":
+        return paddle.is_compiled_with_rocm()
+    if kind == "xpu":
+        return paddle.is_compiled_with_xpu()
+    return kind in paddle.device.get_all_custom_device_type()  # npu, mlu: paddle's custom-device plugins
 
 
 def set_device(cfg: Config, dist: DistEnv) -> str:
@@ -50,9 +63,10 @@ def set_device(cfg: Config, dist: DistEnv) -> str:
 
     check_device(cfg)
     spec = parse_device(cfg.Global.device)
-    if spec.kind == "gpu":
-        # Under the launcher each worker sees its own card as FLAGS_selected_gpus; alone, use the first listed id.
-        device = "gpu" if dist.distributed else f"gpu:{spec.ids[0]}"
+    if spec.accelerator:
+        # Under the launcher each worker sees its own card as FLAGS_selected_<kind>s; alone, use the first listed id.
+        name = PADDLE_DEVICE.get(spec.kind, spec.kind)
+        device = name if dist.distributed else f"{name}:{spec.ids[0]}"
     else:
         device = "cpu"
     paddle.set_device(device)

@@ -1,8 +1,10 @@
 """The export stage: Export.weight_path (default best_model) -> a Paddle Inference model in Global.output/inference.
 
 `paddle.jit.save` with an InputSpec [None, 3, S, S] (S = the recipe's input size: Train.input_size, or the model's design size when null) writes inference.json (paddle 3's
-PIR program; inference.pdmodel on older builds) and inference.pdiparams; inference.yml beside them says how to
-preprocess, the label names, model name and class count. The exported program ends in a softmax, so it
+PIR program: with Global.export_with_pir, or FLAGS_json_format_model unset or true, as PaddleX 3.7 decides) or
+inference.pdmodel (the legacy program: export_with_pir false and FLAGS_json_format_model=0) and
+inference.pdiparams; inference.yml beside them is PaddleX's (Global.model_name, PreProcess.transform_ops,
+PostProcess.Topk with the label names), so paddlex.create_model and PaddleX pipelines load the folder. The exported program ends in a softmax, so it
 outputs class probabilities (like PaddleX's exported classifiers). Everything is written into a temporary
 folder first and renamed into place, so a failed export leaves any previous model as it was.
 Runs on the first machine only, in one process, on CPU (tracing needs no accelerator).
@@ -40,15 +42,26 @@ def run(cfg: Config, dist: DistEnv) -> None:
     tmp = os.path.join(cfg.Global.output, f".{FOLDER}.tmp-{os.getpid()}")
     remove(tmp)
     with guarded(final, cleanup=lambda: remove(tmp)):  # written whole into tmp, then renamed into place
-        os.makedirs(tmp)
-        save_program(model, recipe(cfg).input_size, os.path.join(tmp, PREFIX))
-        atomic_write(os.path.join(tmp, "inference.yml"),
-                     yaml.safe_dump(inference_yml(cfg, path), sort_keys=False, allow_unicode=True))
+        write_inference(cfg, model, tmp, path)
         publish(tmp, final)
     print(f"paddledist: export: {path} -> {final} ({', '.join(sorted(os.listdir(final)))})", flush=True)
 
 
-def save_program(model, input_size: int, prefix: str) -> None:
+def write_inference(cfg: Config, model, folder: str, weight_path: str) -> None:
+    """The inference program, its parameters and PaddleX's inference.yml into `folder` (created)."""
+    os.makedirs(folder, exist_ok=True)
+    save_program(model, recipe(cfg).input_size, os.path.join(folder, PREFIX), with_pir(cfg, os.environ))
+    atomic_write(os.path.join(folder, "inference.yml"),
+                 yaml.safe_dump(inference_yml(cfg, weight_path), sort_keys=False, allow_unicode=True))
+
+
+def with_pir(cfg: Config, env) -> bool:
+    """PaddleX 3.7's rule: PIR when Global.export_with_pir or FLAGS_json_format_model (default on)."""
+    flag = env.get("FLAGS_json_format_model", "1").strip().lower() not in ("0", "false", "off", "no")
+    return cfg.Global.export_with_pir or flag
+
+
+def save_program(model, input_size: int, prefix: str, pir: bool = True) -> None:
     import paddle
     import paddle.nn.functional as F
 
@@ -63,20 +76,26 @@ def save_program(model, input_size: int, prefix: str) -> None:
     spec = paddle.static.InputSpec([None, 3, input_size, input_size], "float32", name=INPUT_NAME)
     wrapped = WithSoftmax(model)
     wrapped.eval()
-    paddle.jit.save(wrapped, prefix, input_spec=[spec])
+    if pir:
+        paddle.jit.save(wrapped, prefix, input_spec=[spec])
+        return
+    with paddle.pir_utils.OldIrGuard():
+        paddle.jit.save(wrapped, prefix, input_spec=[spec])
 
 
 def inference_yml(cfg: Config, weight_path: str) -> dict:
+    """PaddleX's inference.yml for image classification (what paddlex.create_model reads), plus our own facts
+    under Global (PaddleX ignores them)."""
     from paddledist.data.pipeline import preprocess_spec
 
     rec = recipe(cfg)  # the same resize/crop/mean/std that evaluation used
-    pre = dict(preprocess_spec(rec.input_size, rec.resize_short, rec.interpolation, rec.mean, rec.std))
     return {
         "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
-                   "input_size": rec.input_size, "input_name": INPUT_NAME, "weight_path": weight_path},
-        "PreProcess": pre,
-        "PostProcess": {"output": "probabilities", "topk": min(TOPK, cfg.Train.num_classes),
-                        "label_names": label_names(cfg)},
+                   "input_size": rec.input_size, "input_name": INPUT_NAME, "weight_path": weight_path,
+                   "output": "probabilities"},
+        "PreProcess": {"transform_ops": preprocess_spec(rec.input_size, rec.resize_short, rec.interpolation,
+                                                        rec.mean, rec.std)},
+        "PostProcess": {"Topk": {"topk": min(TOPK, cfg.Train.num_classes), "label_list": label_names(cfg)}},
     }
 
 

@@ -25,7 +25,9 @@ RESULT = "predict_result.json"
 RUN_MODES = ("paddle", "mkldnn")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 PROGRAM_FILES = ("inference.json", "inference.pdmodel")  # paddle 3 (PIR) writes .json, older paddle .pdmodel
-INTERPOLATION = {"bilinear": Image.BILINEAR, "nearest": Image.NEAREST, "bicubic": Image.BICUBIC}
+PIL_INTERPOLATION = {"NEAREST": Image.NEAREST, "LINEAR": Image.BILINEAR, "BILINEAR": Image.BILINEAR,
+                     "BICUBIC": Image.BICUBIC, "BOX": Image.BOX, "LANCZOS4": Image.LANCZOS}
+"""PaddleX's names for PIL's filters (its _PIL_INTERP_DICT)."""
 SHOWN = 20
 """Images summarised on stdout; the json holds all."""
 
@@ -43,8 +45,8 @@ def run(cfg: Config, dist: DistEnv) -> None:
     if run_mode not in RUN_MODES:
         raise UserError(f"Predict.kernel_option.run_mode: unknown run mode {run_mode!r}; use one of "
                         f"{', '.join(RUN_MODES)}")
-    inputs = list_inputs(cfg.Predict.input)
-    model_dir = cfg.Predict.model_dir or os.path.join(cfg.Global.output, "inference")
+    inputs = list_inputs(resolve_input(cfg.Predict.input))
+    model_dir = cfg.Predict.model_dir or default_model_dir(cfg.Global.output)
     exported = read_model_dir(model_dir)
     predictor = make_predictor(exported, run_mode, cfg.Global.device)
     entries = [entry for start in range(0, len(inputs), cfg.Predict.batch_size)
@@ -57,6 +59,25 @@ def run(cfg: Config, dist: DistEnv) -> None:
     if failed:
         raise UserError(f"predict: {len(failed)} of {len(entries)} input(s) could not be read (first: "
                         f"{failed[0]['error']}); the others are in {path}")
+
+
+def default_model_dir(output: str) -> str:
+    """PaddleX's place, best_model/inference (written by training with Train.uniform_output_enabled), else the
+    export stage's <output>/inference."""
+    best = os.path.join(output, "best_model", "inference")
+    return best if os.path.isdir(best) else os.path.join(output, "inference")
+
+
+def resolve_input(value):
+    """Predict.input as PaddleX takes it: an http(s) URL is downloaded (into the weight cache) first."""
+    if not isinstance(value, str) or not value.lower().startswith(("http://", "https://")):
+        return value
+    try:
+        from paddledist import hub
+    except ImportError:  # the weight hub arrives with its own change
+        raise UserError(f"Predict.input: {value} is a URL, and this build has no downloader (paddledist.hub); "
+                        "download the image and pass its path") from None
+    return hub.resolve(value, "Predict.input")
 
 
 def list_inputs(value) -> list[str]:
@@ -84,14 +105,15 @@ def read_model_dir(model_dir: str) -> Exported:
                         "inference.pdiparams, inference.yml); run export first (-o Global.mode=export) or set "
                         "-o Predict.model_dir=PATH")
     try:
-        spec = read_yaml(yml, "Predict.model_dir")
-        pre = spec["PreProcess"]
-        assert pre["layout"] == "CHW" and pre["channel_order"] in ("RGB", "BGR")
-        assert pre.get("interpolation", "bilinear") in INTERPOLATION
-        assert len(pre["resize"]) == 2 if "resize" in pre else int(pre["resize_short"]) and len(pre["crop"]) == 2
-        assert len(pre["mean"]) == len(pre["std"]) == 3 and spec["PostProcess"]["label_names"] is not None
-    except (KeyError, TypeError, AssertionError):
-        raise UserError(f"Predict.model_dir: {yml} is not an inference.yml this version wrote; export again") from None
+        with open(yml, encoding="utf-8") as f:
+            spec = yaml.safe_load(f)
+        ops = spec["PreProcess"]["transform_ops"]
+        assert all(isinstance(op, dict) and len(op) == 1 and next(iter(op)) in TRANSFORM_OPS for op in ops)
+        assert int(spec["PostProcess"]["Topk"]["topk"]) >= 1
+    except (yaml.YAMLError, KeyError, TypeError, ValueError, AssertionError, StopIteration):
+        raise UserError(f"Predict.model_dir: {yml} is not a PaddleX image-classification inference.yml "
+                        f"(PreProcess.transform_ops of {', '.join(TRANSFORM_OPS)}; PostProcess.Topk); "
+                        "export again") from None
     return Exported(program, params, spec)
 
 
@@ -126,40 +148,60 @@ def _cpu_kernels(config, run_mode: str) -> None:
         config.disable_mkldnn()
 
 
-def _resize_short_crop(image: np.ndarray, pre: dict, method) -> Image.Image:
-    """The short side to resize_short, then the centre crop: the rounding of paddle's Resize(int) and CenterCrop
-    that the eval transform used (a test compares the two)."""
-    img, short = Image.fromarray(image), int(pre["resize_short"])
-    w, h = img.size
-    if min(w, h) != short:
-        img = img.resize((short, int(short * h / w)) if w < h else (int(short * w / h), short), method)
-    (ch, cw), (w, h) = pre["crop"], img.size
-    top, left = int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0))
-    return img.crop((left, top, left + cw, top + ch))
+def preprocess(image: np.ndarray, ops: list[dict]) -> np.ndarray:
+    """HWC uint8 RGB -> CHW float32 through inference.yml's transform_ops, read as PaddleX's predictor reads them."""
+    for op in ops:
+        (name, args), = op.items()
+        image = TRANSFORM_OPS[name](image, **(args or {}))
+    return image
 
 
-def preprocess(image: np.ndarray, pre: dict) -> np.ndarray:
-    """HWC uint8 RGB -> CHW float32, as inference.yml says; the arithmetic of data.pipeline.normalise."""
-    method = INTERPOLATION[pre.get("interpolation", "bilinear")]
-    resized = np.asarray(_resize_short_crop(image, pre, method) if "resize_short" in pre else
-                         Image.fromarray(image).resize(tuple(pre["resize"][::-1]), method))
-    if pre["channel_order"] == "BGR":
-        resized = resized[:, :, ::-1]
-    chw = resized.astype(np.float32).transpose(2, 0, 1)
-    mean, std = (np.asarray(pre[k], np.float32)[:, None, None] for k in ("mean", "std"))
-    return (chw - mean) / std
+def _resize(image: np.ndarray, size=None, resize_short=None, backend="cv2", interpolation="LINEAR") -> np.ndarray:
+    height, width = image.shape[:2]
+    if size is not None:
+        width, height = (size, size) if isinstance(size, int) else size
+    else:
+        scale = resize_short / min(height, width)
+        width, height = round(width * scale), round(height * scale)
+    if backend != "pil":
+        raise UserError(f"inference.yml: ResizeImage backend {backend!r} needs OpenCV; paddledist resizes with PIL "
+                        "(backend: pil), as its own exports say")
+    if (width, height) == image.shape[1::-1]:
+        return image
+    return np.asarray(Image.fromarray(image).resize((width, height), PIL_INTERPOLATION[interpolation.upper()]))
+
+
+def _crop(image: np.ndarray, size=224) -> np.ndarray:
+    width, height = (size, size) if isinstance(size, int) else size
+    top, left = (image.shape[0] - height) // 2, (image.shape[1] - width) // 2
+    if top < 0 or left < 0:
+        raise UserError(f"inference.yml: CropImage size {size} is larger than the resized image {image.shape[:2]}")
+    return image[top:top + height, left:left + width]
+
+
+def _normalize(image: np.ndarray, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), scale=1 / 255,
+               order="", channel_num=3) -> np.ndarray:
+    # PaddleX's arithmetic: x * (scale / std) - mean / std, in float32
+    alpha = np.asarray([scale / s for s in std], np.float32)
+    beta = np.asarray([-m / s for m, s in zip(mean, std)], np.float32)
+    return image.astype(np.float32) * alpha + beta
+
+
+TRANSFORM_OPS = {"ResizeImage": _resize, "CropImage": _crop, "NormalizeImage": _normalize,
+                 "ToCHWImage": lambda image: image.transpose(2, 0, 1)}
+"""The transform_ops PaddleX's image-classification predictor knows, in the order it runs them."""
 
 
 def predict_batch(predictor, spec: dict, paths: list[str]) -> list[dict]:
     arrays, entries = {}, {}
     for path in paths:
         try:
-            arrays[path] = preprocess(decode_image(path), spec["PreProcess"])
+            arrays[path] = preprocess(decode_image(path), spec["PreProcess"]["transform_ops"])
         except DecodeError as e:
             entries[path] = {"input": path, "error": str(e)}
     if arrays:
         probs = infer(predictor, np.stack(list(arrays.values())))
-        entries.update({path: top_k(path, row, spec["PostProcess"]) for path, row in zip(arrays, probs)})
+        entries.update({path: top_k(path, row, spec["PostProcess"]["Topk"]) for path, row in zip(arrays, probs)})
     return [entries[p] for p in paths]
 
 
@@ -172,7 +214,7 @@ def infer(predictor, batch: np.ndarray) -> np.ndarray:
 
 
 def top_k(path: str, probs: np.ndarray, post: dict) -> dict:
-    names = post["label_names"]
+    names = post.get("label_list") or []
     ids = [int(i) for i in np.argsort(-probs, kind="stable")[:min(post.get("topk", 5), len(probs))]]
     return {"input": path, "class_ids": ids, "scores": [round(float(probs[i]), 6) for i in ids],
             "label_names": [names[i] if i < len(names) else str(i) for i in ids]}
