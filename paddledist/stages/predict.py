@@ -104,17 +104,22 @@ def read_model_dir(model_dir: str) -> Exported:
         raise UserError(f"Predict.model_dir: {model_dir} holds no exported model (inference.json or .pdmodel, "
                         "inference.pdiparams, inference.yml); run export first (-o Global.mode=export) or set "
                         "-o Predict.model_dir=PATH")
-    try:
-        with open(yml, encoding="utf-8") as f:
-            spec = yaml.safe_load(f)
-        ops = spec["PreProcess"]["transform_ops"]
-        assert all(isinstance(op, dict) and len(op) == 1 and next(iter(op)) in TRANSFORM_OPS for op in ops)
-        assert int(spec["PostProcess"]["Topk"]["topk"]) >= 1
-    except (yaml.YAMLError, KeyError, TypeError, ValueError, AssertionError, StopIteration):
+    spec = read_yaml(yml, "Predict.model_dir")  # bounded and strict, like every YAML the tool reads
+    if not _is_paddlex_spec(spec):
         raise UserError(f"Predict.model_dir: {yml} is not a PaddleX image-classification inference.yml "
                         f"(PreProcess.transform_ops of {', '.join(TRANSFORM_OPS)}; PostProcess.Topk); "
                         "export again") from None
     return Exported(program, params, spec)
+
+
+def _is_paddlex_spec(spec) -> bool:
+    """PaddleX's image-classification inference.yml: known transform_ops, one op per entry, and a Topk."""
+    try:
+        ops = spec["PreProcess"]["transform_ops"]
+        known = all(isinstance(op, dict) and len(op) == 1 and next(iter(op)) in TRANSFORM_OPS for op in ops)
+        return known and int(spec["PostProcess"]["Topk"]["topk"]) >= 1
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def make_predictor(exported: Exported, run_mode: str, device: str):
