@@ -115,3 +115,29 @@ def test_clip_grad_norm_bounds_the_update():
     optimizer.step()
     delta = np.sqrt(sum(((p.numpy() - b) ** 2).sum() for p, b in zip(trained, before)))
     assert delta == pytest.approx(LR * 0.25, rel=1e-4)
+
+
+def test_clip_adamwdl_decays_layer_by_layer_and_exempts_norms_and_embeddings():
+    """PaddleX trains CLIP with AdamWDL: lr x 0.6**(L - i) in blocks.i, x 0.6**(L + 1) for names holding "embed",
+    and (filter_bias_and_bn) no decay for 1-D parameters and the model's no_weight_decay() names. With zero
+    gradients a step is the decoupled decay alone, param x (1 - lr x ratio x decay), so it shows both."""
+    from paddledist.models.vision_transformer import clip_vit
+
+    cfg = config("CLIP_vit_base_patch16_224", weight_decay=DECAY)
+    rec = recipe(cfg)
+    assert (rec.optimizer, rec.layerwise_decay, rec.filter_bias_and_bn) == ("AdamWDL", 0.6, True)
+    paddle.seed(0)
+    model = clip_vit(num_classes=10, depth=2)
+    optimizer, _ = build_optimizer(cfg, DistEnv(), model, steps_per_epoch=2)
+    assert isinstance(optimizer, paddle.optimizer.AdamW)
+    before = {n: p.numpy().copy() for n, p in model.named_parameters()}
+    sum((p * 0).sum() for p in model.parameters()).backward()
+    optimizer.step()
+    for name, p in model.named_parameters():
+        ratio = (0.6 ** (2 - int(name.split(".")[1])) if name.startswith("blocks.") else
+                 0.6 ** 3 if "embed" in name else 1.0)
+        exempt = p.ndim == 1 or name in ("pos_embed", "cls_token")
+        expected = before[name] if exempt else before[name] * (1 - LR * ratio * DECAY)
+        np.testing.assert_allclose(p.numpy(), expected, rtol=1e-5, atol=1e-7, err_msg=name)
+    assert model.pos_embed.optimize_attr["learning_rate"] == pytest.approx(0.6 ** 3)
+    assert model.blocks[0].attn.qkv.weight.optimize_attr["learning_rate"] == pytest.approx(0.6 ** 2)

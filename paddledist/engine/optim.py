@@ -4,7 +4,8 @@ Momentum: one L2 regulariser on every parameter (PaddleClas's `regularizer: L2, 
 weight decay, except for parameters whose structured name contains one of `no_weight_decay_name` or, with
 `one_dim_param_no_weight_decay`, that are 1-D (norm scales, biases). Paddle's `apply_decay_param_fun` is asked
 with the parameter's *unique* name (`linear_3.w_0`), so the structured names are mapped to those first, as
-PaddleClas does. `clip_grad_norm` > 0 adds paddle.nn.ClipGradByGlobalNorm. The schedule is a per-update
+PaddleClas does. AdamWDL (PaddleX's CLIP recipe): AdamW with PaddleClas's layer-wise lr decay set once on each
+parameter's lr multiplier, and filter_bias_and_bn's exemptions. `clip_grad_norm` > 0 adds paddle.nn.ClipGradByGlobalNorm. The schedule is a per-update
 factor: linear warm-up, then cosine to 0 or piecewise x0.1 at each decay epoch.
 """
 
@@ -32,10 +33,30 @@ def schedule(rec, base_lr: float, total: int, warmup: int, updates_per_epoch: in
     return paddle.optimizer.lr.LambdaDecay(base_lr, lambda step: lr_factor(step, total, warmup))
 
 
+def layerwise_ratio(name: str, decay: float, num_layers: int) -> float:
+    """PaddleClas's AdamWDL layer-wise lr decay: `blocks.<i>.` x decay**(L - i); else "embed" x decay**(L + 1)."""
+    if "blocks." in name:
+        return decay ** (num_layers - int(name[name.find("blocks."):].split(".")[1]))
+    return decay ** (num_layers + 1) if "embed" in name else 1.0
+
+
+def apply_layerwise_decay(model, decay: float) -> None:
+    """Scale each parameter's own lr multiplier once (what AdamWDL does per step, done up front)."""
+    num_layers = model.get_num_layers()
+    for name, p in model.named_parameters():
+        p.optimize_attr["learning_rate"] *= layerwise_ratio(name, decay, num_layers)
+
+
 def make_optimizer(rec, model, scheduler, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8):
     clip = paddle.nn.ClipGradByGlobalNorm(rec.clip_grad_norm) if rec.clip_grad_norm else None
-    if rec.optimizer == "AdamW":
+    if rec.optimizer in ("AdamW", "AdamWDL"):
         skip = no_decay_names(model, rec.no_weight_decay_name, rec.one_dim_param_no_weight_decay)
+        if rec.optimizer == "AdamWDL":
+            if rec.layerwise_decay:
+                apply_layerwise_decay(model, rec.layerwise_decay)
+            if rec.filter_bias_and_bn:
+                exempt = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
+                skip |= {p.name for n, p in model.named_parameters() if len(p.shape) == 1 or n in exempt}
         return paddle.optimizer.AdamW(learning_rate=scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon,
                                       parameters=model.parameters(), weight_decay=rec.weight_decay,
                                       apply_decay_param_fun=lambda name: name not in skip, grad_clip=clip)

@@ -38,6 +38,10 @@ class Recipe:
     clip_grad_norm: float
     """0: no clipping."""
     design_size: int
+    layerwise_decay: float | None = None
+    """AdamWDL: the lr of `blocks.<i>.*` x decay**(L - i), of other names holding "embed" x decay**(L + 1)."""
+    filter_bias_and_bn: bool = False
+    """AdamWDL: 1-D parameters and the model's no_weight_decay() names get no weight decay."""
 
     def summary(self) -> str:
         """One line for the start of training: what was chosen."""
@@ -87,8 +91,9 @@ def recipe(cfg: Config) -> Recipe:
         weight_decay=(opt.weight_decay if own else _DEFAULT_DECAY[name]) if t.weight_decay is None else t.weight_decay,
         no_weight_decay_name=tuple(opt.no_weight_decay_name) if own else (),
         one_dim_param_no_weight_decay=opt.one_dim_param_no_weight_decay if own else False,
-        clip_grad_norm=clip, design_size=pre.input_size)
+        clip_grad_norm=clip, design_size=pre.input_size,
+        layerwise_decay=opt.layerwise_decay if own else None, filter_bias_and_bn=opt.filter_bias_and_bn and own)
 
 
-_DEFAULT_DECAY = {"Momentum": 1e-4, "AdamW": 0.05}
+_DEFAULT_DECAY = {"Momentum": 1e-4, "AdamW": 0.05, "AdamWDL": 0.05}
 """Weight decay when Train.optimizer picks an optimizer other than the model's own and weight_decay is null."""
