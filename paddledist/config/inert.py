@@ -7,7 +7,7 @@ from typing import Any
 from paddledist.config.keys import iter_keys
 from paddledist.config.schema import Config
 
-_FIXED = ("Train.dy2st", "Train.basic_config_path", "Evaluate.basic_config_path", "Export.basic_config_path",
+_FIXED = ("Train.basic_config_path", "Evaluate.basic_config_path", "Export.basic_config_path",
           "Predict.use_hpip", "Predict.hpip_config", "Predict.hpi_config", "Predict.engine",
           "Predict.engine_config", "Predict.genai_config", "Predict.kernel_option.cpu_threads")
 INERT = _FIXED + tuple(key for key, _, _ in iter_keys() if key.startswith("Benchmark."))

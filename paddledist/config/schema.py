@@ -125,7 +125,7 @@ class TrainConfig:
     heartbeat_interval: float = 5.0
     """(paddledist) Seconds between heartbeats each machine's supervisor exchanges with the first machine's."""
     dy2st: bool = False
-    """(PaddleX) Train through paddle.jit.to_static (dynamic-to-static); accepted, no effect here (we train in dygraph)."""
+    """(PaddleX) Train through paddle.jit.to_static (dynamic-to-static): the same parameters and names, the forward run as paddle's static program."""
     uniform_output_enabled: bool = True
     """(PaddleX) Export an inference model (inference/) beside every saved checkpoint, as PaddleX does."""
     basic_config_path: Optional[str] = None

@@ -59,6 +59,11 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     model = build_model(cfg.Global.model, t.num_classes, rec.input_size)
     if pretrain:
         load_pretrained(model, pretrain, dist.is_main)
+    if t.dy2st:  # PaddleX's Train.dy2st: the forward runs as paddle's static program (same parameters and names)
+        model = paddle.jit.to_static(model, full_graph=True)
+        if dist.is_main:
+            print("paddledist: Train.dy2st: the forward runs as paddle's static program (paddle.jit.to_static)",
+                  flush=True)
     train_set = ImageDataset(train_samples, Transform.of(rec, True, t.augment))
     sampler = TrainBatchSampler(len(train_set), t.batch_size, dist.world_size, dist.rank, cfg.Global.seed)
     val_set = ImageDataset(val_samples, Transform.of(rec, False, False))
