@@ -87,11 +87,13 @@ def copies(cfg: Config) -> int:
 
 
 def checkpoint_bytes(cfg: Config, params: int) -> int:
-    """fp32 parameters plus the optimizer's state per parameter (Momentum: velocity; AdamW: two moments)."""
+    """fp32 parameters plus the optimizer's state per parameter (Momentum: velocity; AdamW: two moments), plus
+    the exported inference parameters in each folder with Train.uniform_output_enabled."""
     from paddledist.models import model_spec
 
-    slots = 2 if model_spec(cfg.Global.model).cfg.optimizer.name == "AdamW" else 1
-    return copies(cfg) * 4 * params * (1 + slots) + SLACK_BYTES
+    slots = 2 if model_spec(cfg.Global.model).cfg.optimizer.name.startswith("AdamW") else 1
+    exported = 1 if cfg.Train.uniform_output_enabled else 0
+    return copies(cfg) * 4 * params * (1 + slots + exported) + SLACK_BYTES
 
 
 def parameter_count(cfg: Config) -> int:
