@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,13 @@ def train(output: Path, *extra: str, timeout: float = 240) -> subprocess.Complet
     return subprocess.run(argv(output, *extra), capture_output=True, text=True, timeout=timeout)
 
 
+def fill(fs: Path, leave: int) -> None:
+    """A ballast file that leaves `leave` bytes free on the file system of `fs`."""
+    st = os.statvfs(fs)
+    with open(fs / "ballast", "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, max(1, st.f_bavail * st.f_frsize - leave))
+
+
 def train_then_fill(output: Path, fs: Path, leave: int, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """The disk fills during the run: the start-up check sees room for every checkpoint (it refuses a disk that is
     already too small), then, at the first logged step, a ballast file leaves only `leave` bytes free. Small
@@ -61,9 +69,7 @@ def train_then_fill(output: Path, fs: Path, leave: int, *extra: str, timeout: fl
     for line in proc.stdout:
         lines.append(line)
         if " iter " in line:
-            st = os.statvfs(fs)
-            with open(fs / "ballast", "wb") as f:
-                os.posix_fallocate(f.fileno(), 0, max(0, st.f_bavail * st.f_frsize - leave))
+            fill(fs, leave)
             break
     out, err = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines) + out, err)
@@ -115,16 +121,22 @@ def test_two_processes_on_a_1200k_disk_keep_latest_and_stop_together(tmpfs):
 
 @pytest.mark.multihost
 def test_a_full_disk_on_the_first_host_is_named_on_both_hosts(tmpfs, netns_hosts, tmp_path):  # noqa: F811
-    """Machines with their own disks: the first host's Global.output is a 1.2 MB tmpfs. Both hosts stop,
+    """Machines with their own disks: the first host's Global.output fills to 1.2 MB free. Both hosts stop,
     neither with 0 or 2, and both print "No space left" (the second one hears it from the first)."""
     from test_failures_multihost import command, output, start, wait_all
 
     hosts = netns_hosts(2)
     for i in range(2):
         (tmp_path / f"host{i}").mkdir()
-    full = tmpfs("1200k")
+    full = tmpfs("16m")
     os.symlink(full, tmp_path / "host0" / "out")
-    procs = start(hosts, tmp_path, "full", command(hosts, "Train.save_interval=1", "Train.epochs_iters=3"))
+    procs = start(hosts, tmp_path, "full", command(hosts, "Train.save_interval=1", "Train.epochs_iters=3",
+                                                   "Train.uniform_output_enabled=false", "Train.batch_size=8",
+                                                   "Train.log_interval=5"))
+    deadline = time.monotonic() + 120  # the disk fills once training runs (the start-up check saw room)
+    while " iter " not in output(tmp_path, "full", 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    fill(full, 1200 << 10)
     done = wait_all(procs, timeout=240)
     assert all(code not in (0, 2) for code, _ in done.values()), done
     for i in range(2):
