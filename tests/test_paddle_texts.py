@@ -20,25 +20,40 @@ WORKER = textwrap.dedent("""
     dist.all_reduce(x)
     if dist.get_rank() == 1:
         os._exit(7)
+    time.sleep(float(sys.argv[1]))
     dist.all_reduce(x)  # the peer is gone: gloo fails here
 """)
 
 
-@pytest.mark.multiproc
-def test_the_real_launcher_and_gloo_print_what_the_runner_matches(tmp_path):
+def launch(tmp_path, delay: float):
+    """Two real ranks through paddle's launcher: rank 1 exits 7 after a first all_reduce; rank 0, `delay` s
+    later, blocks in a second one. -> (the launcher's failed-rank lines parsed, rank 0's log lines)."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    logs = tmp_path / "logs"
+    logs = tmp_path / f"logs{delay}"
     env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "lo"}
     proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-                           "--log_dir", str(logs), str(script)], capture_output=True, text=True, timeout=180,
-                          env=env, cwd=tmp_path)
+                           "--log_dir", str(logs), str(script), str(delay)], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=tmp_path)
     text = proc.stdout + proc.stderr
     failed = [f for f in map(paddle_texts.rank_failed, text.splitlines()) if f]
     assert failed, text[-3000:]
+    return failed, logs, (logs / "workerlog.0").read_text(errors="replace").splitlines()
+
+
+@pytest.mark.multiproc
+def test_the_real_launcher_names_a_failed_rank_with_its_code_and_log(tmp_path):
+    """Rank 0 waits, so the launcher sees rank 1's exit first (and then ends rank 0)."""
+    failed, logs, _ = launch(tmp_path, 3.0)
     assert (1, 7, str(logs / "workerlog.1")) in failed, failed
-    rank0 = (logs / "workerlog.0").read_text(errors="replace").splitlines()
+
+
+@pytest.mark.multiproc
+def test_gloo_prints_a_broken_collective_text_the_runner_matches(tmp_path):
+    """Rank 0 goes straight into the all_reduce whose peer is gone: gloo's error is in its log."""
+    failed, logs, rank0 = launch(tmp_path, 0.0)
     assert paddle_texts.collective_broke(rank0), "\n".join(rank0[-30:])
+    assert all(log.startswith(str(logs)) for _, _, log in failed), failed
 
 
 @pytest.mark.unit
