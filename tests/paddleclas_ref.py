@@ -128,3 +128,26 @@ def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4,
     spread = float(np.abs(b[0] - b[1]).max())
     assert spread > 1e-2 * scale, f"the outputs hardly depend on the input ({spread:.2e}): a vacuous check"
     np.testing.assert_allclose(a, b, rtol=0, atol=atol * scale)
+
+
+def train_steps(model, shape, steps: int = 3, adamw: bool = False) -> tuple[list, list]:
+    """A few real training steps on random images (train mode, cross entropy, Momentum without L2 or AdamW
+    without decay) -> (the losses, the names of trainable parameters that did not move)."""
+    import paddle
+
+    model.train()
+    before = {k: v.numpy().copy() for k, v in model.named_parameters() if not v.stop_gradient}
+    # no weight decay: a weight moves only through its gradient, so `frozen` names the ones the loss does not reach
+    opt = (paddle.optimizer.AdamW(learning_rate=1e-3, weight_decay=0.0, parameters=model.parameters()) if adamw
+           else paddle.optimizer.Momentum(learning_rate=0.05, momentum=0.9, parameters=model.parameters()))
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal(shape).astype("float32"))
+    y = paddle.to_tensor(np.arange(shape[0], dtype="int64") % 4)
+    losses = []
+    for _ in range(steps):
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+    frozen = [k for k, v in model.named_parameters() if k in before and np.array_equal(v.numpy(), before[k])]
+    return losses, frozen
