@@ -151,3 +151,12 @@ def train_steps(model, shape, steps: int = 3, adamw: bool = False) -> tuple[list
         losses.append(float(loss))
     frozen = [k for k, v in model.named_parameters() if k in before and np.array_equal(v.numpy(), before[k])]
     return losses, frozen
+
+
+def parameter_attrs(model) -> dict:
+    """What an optimizer reads from each parameter: its learning-rate multiplier, its own regularizer
+    (overriding the optimizer's), whether it trains."""
+    def regularizer(p):
+        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
+    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
+            for name, p in model.named_parameters()}

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, randomise, ref_module, train_steps
+from paddleclas_ref import assert_same_function, parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 
@@ -47,13 +47,6 @@ def reference(name: str, num_classes: int = CLASSES) -> paddle.nn.Layer:
     arch = {k: [list(s) if isinstance(s, tuple) else s for s in v] if k == "stride_list" else v
             for k, v in spec.kwargs.items() if k in ARCH_KWARGS}
     return getattr(module, spec.paddleclas_name)(pretrained=False, class_num=num_classes, **arch)
-
-
-def parameter_attrs(model: paddle.nn.Layer) -> dict:
-    def regularizer(p):
-        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
-    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
-            for name, p in model.named_parameters()}
 
 
 def test_the_families_register_every_paddlex_name():

@@ -23,7 +23,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, randomise, ref_module, train_steps
+from paddleclas_ref import assert_same_function, parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 
@@ -57,15 +57,6 @@ def ours(name: str, side: int, num_classes: int = CLASSES, **overrides) -> paddl
     spec = REGISTRY[name]
     builder = getattr(__import__(f"paddledist.models.{spec.family}", fromlist=["_"]), spec.builder)
     return builder(num_classes=num_classes, input_size=side, **(dict(spec.kwargs) | overrides))
-
-
-def parameter_attrs(model: paddle.nn.Layer) -> dict:
-    """What an optimizer reads from each parameter: its learning-rate multiplier, its own regularizer
-    (overriding the optimizer's), whether it trains."""
-    def regularizer(p):
-        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
-    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
-            for name, p in model.named_parameters()}
 
 
 def test_the_families_register_every_paddlex_name():

@@ -20,7 +20,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, randomise, ref_module, train_steps
+from paddleclas_ref import assert_same_function, parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 
@@ -35,15 +35,6 @@ def reference(name: str, num_classes: int = CLASSES) -> paddle.nn.Layer:
     ref_module("ppcls.utils.logger").init_logger(log_level=logging.ERROR)
     module = ref_module(f"ppcls.arch.backbone.legendary_models.{REGISTRY[name].family}")
     return getattr(module, REGISTRY[name].paddleclas_name)(pretrained=False, class_num=num_classes)
-
-
-def parameter_attrs(model: paddle.nn.Layer) -> dict:
-    """What an optimizer reads from each parameter: its learning-rate multiplier, its own regularizer
-    (overriding the optimizer's), whether it trains."""
-    def regularizer(p):
-        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
-    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
-            for name, p in model.named_parameters()}
 
 
 def test_the_families_register_every_paddlex_name():

@@ -23,7 +23,7 @@ import pytest
 
 from paddledist.models import REGISTRY, build_model
 from paddledist.models.swin_transformer import swin_transformer
-from paddleclas_ref import randomise, ref_module, train_steps
+from paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 
@@ -35,13 +35,6 @@ PADDLEX = Path("/tmp/wheels/px/paddlex")
 def reference(name: str) -> paddle.nn.Layer:
     module = ref_module("ppcls.arch.backbone.legendary_models.swin_transformer")
     return getattr(module, REGISTRY[name].paddleclas_name)(pretrained=False, class_num=CLASSES)
-
-
-def parameter_attrs(model: paddle.nn.Layer) -> dict:
-    def regularizer(p):
-        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
-    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
-            for name, p in model.named_parameters()}
 
 
 def test_every_paddlex_swin_name_is_registered():

@@ -20,7 +20,7 @@ import pytest
 
 from paddledist.models import REGISTRY, build_model
 from paddledist.models.vision_transformer import clip_vit
-from paddleclas_ref import randomise, ref_module, train_steps
+from paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 NAMES = [n for n, s in REGISTRY.items() if s.family == "vision_transformer"]
@@ -61,13 +61,6 @@ def assert_same_function(ours, theirs, shape, seed: int = 0) -> None:
     # 1e-5, tighter than the zoo's 1e-4: float32 rounding stays far below it, and erf- vs tanh-GELU differ
     # by ~5e-5 here
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, float(np.abs(b).max())))
-
-
-def parameter_attrs(model: paddle.nn.Layer) -> dict:
-    def regularizer(p):
-        return None if p.regularizer is None else (type(p.regularizer).__name__, p.regularizer._coeff)
-    return {name: (p.optimize_attr["learning_rate"], regularizer(p), p.trainable, p.stop_gradient)
-            for name, p in model.named_parameters()}
 
 
 def test_every_paddlex_clip_name_is_registered_with_paddlex_arch_and_optimizer():
