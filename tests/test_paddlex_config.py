@@ -100,11 +100,11 @@ def test_notice_names_exactly_the_inert_keys_that_were_set(tmp_path):
 
 def test_cli_prints_the_notice_once_at_start(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    path = write(tmp_path, "Train:\n  dy2st: True\n")
+    path = write(tmp_path, "Predict:\n  use_hpip: True\n")
     done = subprocess.run([sys.executable, str(ROOT / "tools/main.py"), "-c", path, "-o", "Global.mode=check_dataset",
                            "--dry-run"], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("accepted PaddleX keys with no effect here: Train.dy2st\n") == 1
+    assert done.stderr.count("accepted PaddleX keys with no effect here: Predict.use_hpip\n") == 1
 
 
 @pytest.mark.skipif(not PX_CONFIGS.is_dir(), reason=f"PaddleX's module configs not unpacked at {PX_CONFIGS}")
