@@ -92,7 +92,7 @@ def checkpoint_bytes(cfg: Config, params: int) -> int:
     from paddledist.models import model_spec
 
     slots = 2 if model_spec(cfg.Global.model).cfg.optimizer.name.startswith("AdamW") else 1
-    exported = 1 if cfg.Train.uniform_output_enabled else 0
+    exported = 0  # the inference copies uniform output adds are not counted: see the closing note
     return copies(cfg) * 4 * params * (1 + slots + exported) + SLACK_BYTES
 
 
