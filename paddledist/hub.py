@@ -23,6 +23,7 @@ import urllib.request
 from typing import Optional, TextIO
 
 from paddledist.errors import UserError
+from paddledist.fsio import fsync_path
 
 TIMEOUT_S = 30.0
 """Connect/read timeout of one download: a silent server fails the job instead of hanging it."""
@@ -96,7 +97,7 @@ def _download(url: str, target: str, key: str, out: TextIO) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-        _fsync_dir(os.path.dirname(target))
+        fsync_path(os.path.dirname(target))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -142,10 +143,3 @@ class _Progress:
                        f"in {seconds:.1f} s\n")
         self.out.flush()
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
