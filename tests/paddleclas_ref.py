@@ -102,17 +102,22 @@ def lively_state(model, seed: int = 0, gain: float = 1.0) -> dict:
     return state
 
 
+def assert_same_layout(ours, theirs) -> None:
+    """The same state_dict names, and the same shape under each name."""
+    own = {k: list(v.shape) for k, v in ours.state_dict().items()}
+    ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
+    assert own.keys() == ref.keys(), (
+        f"names differ: only ours {sorted(own.keys() - ref.keys())[:8]}, only theirs {sorted(ref.keys() - own.keys())[:8]}")
+    assert own == ref, [f"{k}: {own[k]} vs {ref[k]}" for k in own if own[k] != ref[k]][:8]
+
+
 def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4, gain: float = 1.0,
                          input_scale: float = 1.0) -> None:
     """Same state_dict names and shapes; theirs' lively random weights loaded into ours by name; the same eval
     outputs for a batch of different images, whose outputs must differ (else the comparison proves nothing)."""
     import paddle
 
-    own = {k: list(v.shape) for k, v in ours.state_dict().items()}
-    ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
-    assert own.keys() == ref.keys(), (
-        f"names differ: only ours {sorted(own.keys() - ref.keys())[:8]}, only theirs {sorted(ref.keys() - own.keys())[:8]}")
-    assert own == ref, [f"{k}: {own[k]} vs {ref[k]}" for k in own if own[k] != ref[k]][:8]
+    assert_same_layout(ours, theirs)
     assert shape[0] >= 2, "two images at least: the check needs outputs that differ"
     state = lively_state(theirs, seed, gain)
     theirs.set_state_dict(state)

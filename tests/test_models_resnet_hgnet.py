@@ -20,7 +20,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, parameter_attrs, randomise, ref_module, train_steps
+from paddleclas_ref import assert_same_function, assert_same_layout, parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 
@@ -47,10 +47,7 @@ def test_the_families_register_every_paddlex_name():
 def test_names_shapes_and_parameter_attributes_equal_paddleclas(name):
     with paddle.LazyGuard():  # shapes and attributes without allocating (or initialising) any weight
         ours, theirs = build_model(name, CLASSES, 224), reference(name)
-    own = {k: list(v.shape) for k, v in ours.state_dict().items()}
-    ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
-    assert sorted(own.keys() - ref.keys()) == [] and sorted(ref.keys() - own.keys()) == []
-    assert own == ref
+    assert_same_layout(ours, theirs)
     assert parameter_attrs(ours) == parameter_attrs(theirs)
 
 
