@@ -122,11 +122,36 @@ def test_node_0_failing_tells_every_node(three):
         assert verdict == "node 0 (127.0.0.1) stopped: rank 0 failed with exit code 2"
 
 
+def finishing(peers) -> dict:
+    """peers.finish() in a thread (it waits for the job's outcome); the dict gets "outcome" when it returns."""
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(outcome=peers.finish()), daemon=True)
+    thread.start()
+    result["thread"] = thread
+    return result
+
+
 def test_a_node_that_finished_is_no_loss(three):
-    three[2].done()
-    three[0].done()
+    finished = [finishing(three[2]), finishing(three[0])]
     time.sleep(TIMEOUT + 0.5)
     assert three[1].check() is None
+    assert all("outcome" not in f for f in finished)  # waiting for node 1, which has not finished
+    finished.append(finishing(three[1]))
+    for f in finished:
+        f["thread"].join(timeout=3)
+        assert f.get("outcome", "still waiting") is None
+
+
+def test_a_finished_node_hears_that_the_job_failed_after_it_finished(three):
+    """Rank 0's last checkpoint fails after the other nodes' ranks are done: they must not exit 0."""
+    finished = [finishing(three[1]), finishing(three[2])]
+    time.sleep(3 * INTERVAL)
+    assert all("outcome" not in f for f in finished)
+    three[0].failed("rank 0 failed with exit code 3: OSError: No space left on device")
+    for f in finished:
+        f["thread"].join(timeout=3)
+        assert f.get("outcome") == ("node 0 (127.0.0.1) stopped: rank 0 failed with exit code 3: OSError: No space "
+                                    "left on device")
 
 
 def test_after_a_local_failure_a_silent_peer_is_declared_lost_and_relayed(three):

@@ -7,7 +7,9 @@ for Train.heartbeat_timeout seconds (its link or machine is down), and tells eve
 {"lost": node, "why": ...}. A node that loses node 0 decides the same on its own. A node whose own workers
 fail sends {"stop": reason} and the hub relays it, so every node stops at once instead of waiting for paddle's
 collectives to time out (a node whose ranks only failed because their collectives broke says nothing: the
-cause is elsewhere). {"done": node} marks a node that finished cleanly: its closing is not a loss.
+cause is elsewhere). {"done": node} marks a node that finished cleanly: its closing is not a loss. A finished
+node waits for the job's outcome before it exits: the hub says {"all_done": true} once every node finished,
+so no node exits 0 while another one's ranks (rank 0 writing the last checkpoint) may still fail.
 
 The supervising runner polls `check()` and, on a verdict, ends its workers and exits non-zero naming the node.
 """
@@ -36,6 +38,11 @@ class Peers:
         now = clock()
         self.last_seen = {k: now for k in self.links}
         self.finished: set[int] = set()
+        """Nodes whose closing is no news: they finished, or said why they stopped."""
+        self.completed: set[int] = set()
+        """Nodes that finished cleanly (said "done")."""
+        self._done_here = False
+        self._all_done = threading.Event()
         self.gone: set[int] = set()
         self.verdict: Optional[str] = None
         """The first reason to stop: a peer lost, or a peer's ranks failing on their own."""
@@ -95,12 +102,18 @@ class Peers:
             self.tell(reason)
         self.close()
 
-    def done(self) -> None:
-        """This node finished cleanly: its closing connection is no loss."""
+    def finish(self) -> Optional[str]:
+        """This node finished cleanly: say so (its closing connection is no loss), then wait for the job's
+        outcome while the heartbeats go on. None once every node finished; else why the job failed elsewhere."""
         with self._lock:
             for link in self.links.values():
                 link.queue({"done": self.me})
+            self._done_here = True
+            self._check_all_done()
+        while self.verdict is None and not self._all_done.is_set():
+            time.sleep(_TICK_S)
         self.close()
+        return self.verdict
 
     def close(self, drain_s: float = 1.0) -> None:
         """Send what is queued (up to `drain_s`), stop the heartbeat thread and close the connections."""
@@ -154,6 +167,10 @@ class Peers:
     def _handle(self, k: int, message: dict) -> None:
         if "done" in message:
             self.finished.add(k)
+            self.completed.add(k)
+            self._check_all_done()
+        elif "all_done" in message and not self.is_hub:
+            self._all_done.set()
         elif "stop" in message:
             node = message.get("node", k)
             node = node if isinstance(node, int) else k
@@ -184,6 +201,12 @@ class Peers:
         self._decide(f"{self.who(k)} lost: {why}")
         if self.is_hub:
             self._relay({"lost": k, "why": why}, skip=k)
+
+    def _check_all_done(self) -> None:
+        """Called with the lock held. The hub, once it and every other node finished, tells them all."""
+        if self.is_hub and self._done_here and self.completed >= set(self.links) and not self._all_done.is_set():
+            self._relay({"all_done": True}, skip=-1)
+            self._all_done.set()
 
     def _relay(self, message: dict, skip: int) -> None:
         for j in self._open():

@@ -37,7 +37,7 @@ class PeerLinks(Protocol):
 
     def failed(self, reason: Optional[str]) -> None: ...
 
-    def done(self) -> None: ...
+    def finish(self) -> Optional[str]: ...
 
 
 BLAME_WAIT_S = 5.0
@@ -75,8 +75,14 @@ def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers
             procs.become_subreaper(False)
             reader.join(timeout=5)
     code, cause = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
-    if peers:
-        peers.done() if code == 0 else peers.failed(cause)
+    if peers and code:
+        peers.failed(cause)
+    elif peers:
+        elsewhere = peers.finish()  # exit 0 only once the whole job succeeded
+        if elsewhere:
+            print(f"paddledist: the ranks on node {plan.node_rank} ({plan.host}) finished, but the job failed: "
+                  f"{elsewhere}", file=err, flush=True)
+            code = 1
     return code
 
 
