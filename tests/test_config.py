@@ -23,7 +23,7 @@ SCHEMA_KEYS = {
     "CheckDataset.split.enable", "CheckDataset.split.train_percent", "CheckDataset.split.val_percent",
     "Train.num_classes", "Train.epochs_iters", "Train.batch_size", "Train.learning_rate",
     "Train.pretrain_weight_path", "Train.warmup_steps", "Train.resume_path", "Train.log_interval",
-    "Train.eval_interval", "Train.save_interval", "Train.dist_ips", "Train.augment", "Train.input_size",
+    "Train.eval_interval", "Train.save_interval", "Train.max_epoch_checkpoints", "Train.dist_ips", "Train.augment", "Train.input_size",
     "Train.num_workers", "Train.momentum", "Train.weight_decay", "Train.optimizer", "Train.lr_scheduler",
     "Train.clip_grad_norm", "Train.scale_lr", "Train.accum_steps",
     "Train.amp", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",

@@ -49,3 +49,19 @@ def test_no_inference_folders_without_uniform_output(tmp_path):
         assert not (out / folder / "inference").exists()
         assert (out / folder / f"{folder}.info.json").is_file()
     assert set(result["models"]["last_1"]) == {"score", "pdparams", "pdopt", "pdstates"}
+
+
+def test_only_the_newest_epoch_checkpoints_are_kept_and_listed(tmp_path):
+    """Train.max_epoch_checkpoints=2 over 4 epochs: epoch_3 and epoch_4 remain, listed as last_1/last_2; the
+    others were deleted (nothing half-deleted in the store) and train_result.json points at nothing missing."""
+    out = tmp_path / "o"
+    (out / "epoch_9").mkdir(parents=True)  # a later epoch of an earlier, longer run: not this run's to delete
+    result = train(out, "Train.epochs_iters=4", "Train.max_epoch_checkpoints=2", "Train.uniform_output_enabled=False",
+                   "Train.batch_size=64")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("epoch_")) == ["epoch_3", "epoch_4", "epoch_9"]
+    models = result["models"]
+    assert models["last_1"]["pdparams"] == "epoch_4/epoch_4.pdparams"
+    assert models["last_2"]["pdparams"] == "epoch_3/epoch_3.pdparams"
+    assert models["last_3"] == models["last_4"] == models["last_5"] == {}
+    assert all((out / p).is_file() for m in models.values() for k, p in m.items() if k != "score")
+    assert not [p for p in (out / ".checkpoints").iterdir() if p.name.startswith(".old-")]

@@ -84,6 +84,9 @@ class TrainConfig:
     """Evaluate every this many epochs (and always after the last)."""
     save_interval: int = 1
     """Save epoch_N every this many epochs."""
+    max_epoch_checkpoints: Optional[int] = 5
+    """epoch_N folders kept: the newest this many (train_result.json lists up to 5 as models.last_1..last_5);
+    an older one is deleted once a newer one is written. null keeps every one, as PaddleX does."""
     dist_ips: Optional[List[str]] = None
     """Addresses of every machine, in rank order, e.g. 10.0.0.1,10.0.0.2 (the first machine hosts rank 0)."""
     augment: bool = True

@@ -13,7 +13,7 @@ from paddledist.errors import UserError
 _MINIMA = {
     "Train.epochs_iters": (1, True), "Train.batch_size": (1, True), "Train.learning_rate": (0, False),
     "Train.num_classes": (1, True), "Train.log_interval": (1, True), "Train.eval_interval": (1, True),
-    "Train.save_interval": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
+    "Train.save_interval": (1, True), "Train.max_epoch_checkpoints": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
     "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
     "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
     "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False),

@@ -2,7 +2,8 @@
 
 `<output>/epoch_N/epoch_N.pdparams|.pdopt|.pdstates|.info.json` (and `inference/` with
 Train.uniform_output_enabled), and `latest/` and `best_model/` likewise. Each
-checkpoint is written complete into a hidden temporary folder first. `epoch_N` is then renamed into
+checkpoint is written complete into a hidden temporary folder first (and only the newest Train.max_epoch_checkpoints
+epoch_N are kept: prune_epochs renames older ones aside, then deletes them). `epoch_N` is then renamed into
 place; `latest` and `best_model` are symbolic links swapped with one atomic rename onto a versioned
 folder under `.checkpoints/`, so a kill at any moment leaves the previous complete checkpoint (a test
 SIGKILLs a writer at random points of save() and loads `latest` every time). The next save removes what a
@@ -121,6 +122,23 @@ def _publish_link(output: str, name: str, tmp: str, tag: str) -> None:
     _fsync_dir(output)
     if previous and previous != os.path.realpath(versioned) and os.path.dirname(previous) == os.path.realpath(store):
         shutil.rmtree(previous, ignore_errors=True)
+
+
+def prune_epochs(output: str, current: int, keep: Optional[int]) -> None:
+    """Delete the epoch_N folders (N <= current) older than the newest `keep` (None keeps all). Each is renamed
+    aside first, so a kill never leaves a half-deleted epoch_N that looks like a checkpoint."""
+    if keep is None:
+        return
+    epochs = sorted(n for n in (_epoch_of(e) for e in os.listdir(output)) if n is not None and n <= current)
+    for n in epochs[:-keep]:
+        aside = os.path.join(output, STORE, f".old-epoch_{n}-{os.getpid()}")
+        os.rename(os.path.join(output, f"epoch_{n}"), aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _epoch_of(entry: str) -> Optional[int]:
+    number = entry[len("epoch_"):] if entry.startswith("epoch_") else ""
+    return int(number) if number.isdigit() else None
 
 
 def _remove_leftovers(output: str) -> None:

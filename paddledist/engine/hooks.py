@@ -102,7 +102,8 @@ class EvalHook(Hook):
 
 
 class CheckpointHook(Hook):
-    """latest every epoch, best_model on a new best, epoch_N every save_interval; rank 0 only, atomically. Each
+    """latest every epoch, best_model on a new best, epoch_N every save_interval (the newest
+    Train.max_epoch_checkpoints kept); rank 0 only, atomically. Each
     folder also gets `<name>.info.json` and, with Train.uniform_output_enabled, an exported `inference/`
     (traced once per epoch and copied into each folder), as PaddleX's trainer writes them."""
 
@@ -127,6 +128,7 @@ class CheckpointHook(Hook):
                                 extra=functools.partial(_add_info_and_inference, info=best, inference=inference))
             if s.epoch % t.cfg.Train.save_interval == 0:
                 checkpoint.save(out, f"epoch_{s.epoch}", params, opt, states, link=False, extra=extra)
+                checkpoint.prune_epochs(out, s.epoch, t.cfg.Train.max_epoch_checkpoints)
 
 
 def _add_info_and_inference(folder: str, name: str, info: dict, inference) -> None:

@@ -39,7 +39,8 @@ def _models(t) -> dict:
 
     s, cfg = t.state, t.cfg
     inference, pir = cfg.Train.uniform_output_enabled, with_pir(cfg, os.environ)
-    saved = [h for h in s.history if h["epoch"] % cfg.Train.save_interval == 0][::-1][:LAST_NUM]
+    kept = min(LAST_NUM, cfg.Train.max_epoch_checkpoints or LAST_NUM)  # older epoch_N folders are gone
+    saved = [h for h in s.history if h["epoch"] % cfg.Train.save_interval == 0][::-1][:kept]
     models = {f"last_{i}": {} for i in range(1, LAST_NUM + 1)}
     for i, h in enumerate(saved, 1):
         models[f"last_{i}"] = model_entry(f"epoch_{h['epoch']}", h.get("top1"), inference, pir)

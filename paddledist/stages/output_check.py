@@ -77,13 +77,16 @@ def _check_room(cfg: Config, folder: str) -> None:
     if free < need:
         raise UserError(f"Global.output={cfg.Global.output}: {folder} has {_mib(free)} free, the checkpoints of this "
                         f"run need about {_mib(need)} ({copies(cfg)} copies of {_mib((need - SLACK_BYTES) // copies(cfg))}: latest, "
-                        "best_model, one epoch_N per Train.save_interval and one being written); free space, "
-                        "choose another folder or raise Train.save_interval")
+                        "best_model, the epoch_N kept and one being written); free space, choose another folder, "
+                        "raise Train.save_interval or lower Train.max_epoch_checkpoints")
 
 
 def copies(cfg: Config) -> int:
-    """Checkpoints on disk at the end: latest, best_model, epoch_N every save_interval, one being written."""
-    return 3 + cfg.Train.epochs_iters // cfg.Train.save_interval
+    """Checkpoints on disk at most: latest, best_model, the epoch_N kept (one every save_interval, the newest
+    Train.max_epoch_checkpoints), one being written."""
+    saved = cfg.Train.epochs_iters // cfg.Train.save_interval
+    keep = cfg.Train.max_epoch_checkpoints
+    return 3 + (saved if keep is None else min(saved, keep))
 
 
 def checkpoint_bytes(cfg: Config, params: int) -> int:
@@ -92,7 +95,7 @@ def checkpoint_bytes(cfg: Config, params: int) -> int:
     from paddledist.models import model_spec
 
     slots = 2 if model_spec(cfg.Global.model).cfg.optimizer.name.startswith("AdamW") else 1
-    exported = 0  # the inference copies uniform output adds are not counted: see the closing note
+    exported = 1 if cfg.Train.uniform_output_enabled else 0  # inference.pdiparams: the parameters again
     return copies(cfg) * 4 * params * (1 + slots + exported) + SLACK_BYTES
 
 
