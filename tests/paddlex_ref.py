@@ -28,7 +28,8 @@ import pytest
 
 PADDLEX = "paddlex==3.7.2"
 CACHE = Path(os.environ.get("PADDLEDIST_TEST_CACHE", Path.home() / ".cache" / "paddledist-tests"))
-MODULE = "paddlex/configs/modules/image_classification"
+MODULES = "paddlex/configs/modules"
+MODULE = f"{MODULES}/image_classification"
 MODEL_LIST = "paddlex/modules/image_classification/model_list.py"
 
 
@@ -38,7 +39,7 @@ def _installed_root() -> Path | None:
 
 
 def _wheel_root() -> Path:
-    target = CACHE / PADDLEX.replace("==", "-")
+    target = CACHE / (PADDLEX.replace("==", "-") + "-modules")  # every module's configs (an older cache: one)
     if (target / MODULE).is_dir():
         return target
     wheels = CACHE / "wheels"
@@ -49,7 +50,7 @@ def _wheel_root() -> Path:
     wheel = next(wheels.glob("paddlex-*.whl"))
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp, [n for n in archive.namelist() if n.startswith((MODULE, MODEL_LIST))])
+        archive.extractall(tmp, [n for n in archive.namelist() if n.startswith((MODULES, MODEL_LIST))])
     tmp.rename(target) if not target.exists() else None
     return target
 
@@ -62,6 +63,15 @@ def paddlex_root() -> Path:
 def module_configs() -> list[Path]:
     """PaddleX's shipped image-classification configs, one per model (paddlex/configs/modules/...)."""
     return sorted((paddlex_root() / MODULE).glob("*.yaml"))
+
+
+def module_config(model_name: str) -> Path:
+    """PaddleX's shipped config for `model_name`, in whichever module folder holds it (image_classification,
+    textline_orientation, doc_text_orientation...)."""
+    found = sorted((paddlex_root() / MODULES).glob(f"*/{model_name}.yaml"))
+    if not found:
+        pytest.skip(f"PaddleX {VERSION} ships no module config for {model_name}")
+    return found[0]
 
 
 def model_names() -> list[str]:

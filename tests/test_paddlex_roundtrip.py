@@ -19,8 +19,9 @@ from paddledist.models.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 DIGITS = REPO / "dataset" / "digits"
-PX_CONFIGS = Path(os.environ.get("PADDLEX_SRC", "/tmp/wheels/px/paddlex")) / "configs/modules/image_classification"
-MODELS = ["PP-LCNet_x1_0", "ResNet18"]
+MODELS = {"PP-LCNet_x1_0": ["Train.input_size=32"], "ResNet18": ["Train.input_size=32"],
+          # non-square 80x160 inputs, resized without a crop, from PaddleX's textline_orientation module config
+          "PP-LCNet_x0_25_textline_ori": []}
 
 pytestmark = [pytest.mark.models, pytest.mark.multiproc]
 
@@ -29,9 +30,7 @@ pytestmark = [pytest.mark.models, pytest.mark.multiproc]
 def run(request, tmp_path_factory):
     """PaddleX's config for the model, all five modes, in a fresh folder holding only that config and the data."""
     name = request.param
-    shipped = PX_CONFIGS / f"{name}.yaml"
-    if not shipped.is_file():
-        pytest.skip(f"PaddleX's module config {shipped} is not here")
+    shipped = paddlex_ref.module_config(name)
     if name not in REGISTRY:
         pytest.skip(f"{name} is not in this tree's model registry")
     cwd = tmp_path_factory.mktemp(name)
@@ -45,8 +44,8 @@ def run(request, tmp_path_factory):
         labels[str(val / Path(rel).name)] = int(label)
     # PaddleX's tutorial commands, one mode each, plus data, device and size; the pretrained URL becomes
     # PaddleX's own spelling of null (no network here)
-    common = [f"Global.dataset_dir={DIGITS}", "Global.device=cpu", "Train.num_classes=10", "Train.input_size=32",
-              "Train.pretrain_weight_path=None"]
+    common = [f"Global.dataset_dir={DIGITS}", "Global.device=cpu", "Train.num_classes=10",
+              "Train.pretrain_weight_path=None", *MODELS[name]]
     steps = [
         ["Global.mode=check_dataset"],
         ["Global.mode=train", "Train.epochs_iters=2", "Train.batch_size=32", "Train.warmup_steps=0",
@@ -110,3 +109,19 @@ def test_every_checkpoint_folder_has_paddlex_files(run):
                 "inference"} <= names, (folder, names)
         info = json.loads((out / folder / f"{folder}.info.json").read_text())
         assert {"epoch", "metric"} <= set(info)
+
+
+# PaddleX's own training configs (paddlex/repo_apis/PaddleClas_api/configs/<name>.yaml, not in the wheel) feed
+# these models with Infer.transforms ResizeImage size [W, H] and no CropImage; the square ones resize then crop.
+PADDLEX_RESIZE = {"PP-LCNet_x0_25_textline_ori": [160, 80]}
+
+
+def test_exported_preprocessing_has_the_models_shape(run):
+    name, out, _ = run
+    ops = yaml.safe_load((out / "best_model" / "inference" / "inference.yml").read_text())["PreProcess"]["transform_ops"]
+    names = [next(iter(op)) for op in ops]
+    if name in PADDLEX_RESIZE:
+        assert names == ["ResizeImage", "NormalizeImage", "ToCHWImage"]
+        assert ops[0]["ResizeImage"]["size"] == PADDLEX_RESIZE[name]
+    else:
+        assert names == ["ResizeImage", "CropImage", "NormalizeImage", "ToCHWImage"]

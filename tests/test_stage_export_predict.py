@@ -219,3 +219,24 @@ def test_an_old_inference_yml_asks_for_a_new_export(exported, tmp_path):
     (old / "inference.yml").write_text(yaml.safe_dump({"PreProcess": {"resize": [32, 32]}, "PostProcess": {}}))
     with pytest.raises(UserError, match="is not a PaddleX image-classification inference.yml"):
         predict.read_model_dir(str(old))
+
+
+@pytest.mark.parametrize("size, shape", [("null", (80, 160)), ("128", (64, 128))])
+def test_text_line_models_take_non_square_inputs_everywhere(tmp_path, size, shape):
+    """PP-LCNet_x0_25_textline_ori: 80 high x 160 wide (Train.input_size sets the width, the height follows), in
+    training, evaluation, the exported program and inference.yml; a width below its stride is refused."""
+    from paddledist.data.pipeline import Transform
+    from paddledist.models.recipe import recipe
+
+    base = [f"Global.output={tmp_path / 'out'}", f"Global.dataset_dir={DIGITS}", "Train.num_classes=2",
+            "Global.model=PP-LCNet_x0_25_textline_ori"]
+    rec = recipe(load(CONFIG, [*base, f"Train.input_size={size}"]))
+    assert (rec.input_height, rec.input_size) == shape
+    image = np.random.RandomState(3).randint(0, 256, (50, 70, 3)).astype(np.uint8)
+    for train in (True, False):
+        assert Transform.of(rec, train, True)(image).shape == (3, *shape)
+    ops = export.inference_yml(load(CONFIG, [*base, f"Train.input_size={size}"]), "w")["PreProcess"]["transform_ops"]
+    assert ops[0]["ResizeImage"]["size"] == [shape[1], shape[0]] and "CropImage" not in str(ops)
+    assert np.array_equal(predict.preprocess(image, ops), Transform.of(rec, False, False)(image))
+    with pytest.raises(UserError, match="smallest input of 64 px"):
+        recipe(load(CONFIG, [*base, "Train.input_size=32"]))

@@ -24,13 +24,17 @@ class Transform:
     (ResizeImage + CropImage, so PaddleX's predictor computes the same pixels from inference.yml); with
     resize_short == input_size (LeNet) the image is resized to the square instead. Training with augmentation:
     `random_resized_crop` (+ horizontal flip, PaddleClas's RandCropImage + RandFlipImage) or `pad_crop` (resize
-    to the square, pad by 1/8, random crop); without augmentation as eval."""
+    to the square, pad by 1/8, random crop); without augmentation as eval. Non-square inputs (`input_height`
+    differs from `input_size`, the width) are resized to height x width, in training too, never cropped."""
 
     def __init__(self, input_size: int, train: bool, augment: bool, resize_short: int | None = None,
                  interpolation: str = "bilinear", mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD,
-                 train_crop: str = "pad_crop") -> None:
+                 train_crop: str = "pad_crop", input_height: int | None = None) -> None:
         resize_short = resize_short or input_size
-        if train and augment and train_crop == "random_resized_crop":
+        height = input_height or input_size
+        if height != input_size:
+            steps = [T.Resize((height, input_size), interpolation=interpolation)]
+        elif train and augment and train_crop == "random_resized_crop":
             steps = [T.RandomResizedCrop(input_size, interpolation=interpolation), T.RandomHorizontalFlip()]
         elif resize_short == input_size:
             steps = [T.Resize((input_size, input_size), interpolation=interpolation)]  # as preprocess_spec records
@@ -40,13 +44,14 @@ class Transform:
             steps = [ResizeShortCrop(resize_short, input_size, interpolation)]
         self.pil = T.Compose(steps)
         self.input_size = input_size
+        self.shape = (3, height, input_size)
         self.alpha, self.beta = normalise_constants(mean, std)
 
     @classmethod
     def of(cls, recipe, train: bool, augment: bool) -> "Transform":
         """The transform a model's recipe (paddledist.models.recipe) asks for."""
         return cls(recipe.input_size, train, augment, recipe.resize_short, recipe.interpolation, recipe.mean,
-                   recipe.std, recipe.train_crop)
+                   recipe.std, recipe.train_crop, recipe.input_height)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         hwc = np.asarray(self.pil(Image.fromarray(image))).astype(np.float32)
@@ -78,15 +83,21 @@ def normalise_constants(mean: tuple, std: tuple) -> tuple[np.ndarray, np.ndarray
 
 
 def preprocess_spec(input_size: int, resize_short: int | None = None, interpolation: str = "bilinear",
-                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD) -> list[dict]:
+                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD, input_height: int | None = None) -> list[dict]:
     """Eval preprocessing as PaddleX's inference.yml `PreProcess.transform_ops`, exactly what Transform does at
-    eval: PIL resize (to the square, or the short side) and the centre crop (a no-op after a square resize;
-    PaddleX's predictor expects one), NormalizeImage, HWC -> CHW."""
+    eval: PIL resize (to the square, or the short side, or [width, height] for non-square inputs) and the centre
+    crop (a no-op after a square resize, kept as PaddleX's square models write it; none for non-square inputs,
+    as PaddleX's text-line models write theirs), NormalizeImage, HWC -> CHW."""
     resize_short = resize_short or input_size
-    size = {"size": [input_size, input_size]} if resize_short == input_size else {"resize_short": resize_short}
+    height = input_height or input_size
+    if height != input_size:
+        resize, crop = {"size": [input_size, height]}, []
+    else:
+        resize = {"size": [input_size, input_size]} if resize_short == input_size else {"resize_short": resize_short}
+        crop = [{"CropImage": {"size": input_size}}]
     return [
-        {"ResizeImage": {**size, "backend": "pil", "interpolation": interpolation.upper()}},
-        {"CropImage": {"size": input_size}},
+        {"ResizeImage": {**resize, "backend": "pil", "interpolation": interpolation.upper()}},
+        *crop,
         {"NormalizeImage": {"mean": list(mean), "std": list(std), "scale": 1 / 255, "order": "", "channel_num": 3}},
         {"ToCHWImage": None},
     ]
@@ -110,8 +121,7 @@ class ImageDataset(paddle.io.Dataset):
         except DecodeError:
             image, status = None, BAD
         if image is None:
-            size = self.transform.input_size
-            image = np.zeros((3, size, size), dtype=np.float32)
+            image = np.zeros(self.transform.shape, dtype=np.float32)
         return image, np.int64(self.samples.labels[index]), np.int64(status), np.int64(index)
 
 

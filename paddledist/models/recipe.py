@@ -20,6 +20,9 @@ FAR_BELOW = 4
 @dataclass(frozen=True)
 class Recipe:
     input_size: int
+    """The side of square inputs; the width of non-square ones."""
+    input_height: int
+    """== input_size for square inputs; otherwise the images are resized to input_height x input_size, no crop."""
     resize_short: int
     """Eval: short side resized to this, then centre-cropped to input_size (equal: resized to a square)."""
     interpolation: str
@@ -50,9 +53,15 @@ class Recipe:
                f"one_dim_param_no_weight_decay={self.one_dim_param_no_weight_decay})")
         clip = f", clip_grad_norm={self.clip_grad_norm}" if self.clip_grad_norm else ""
         sched = self.schedule + (f"(decay_epochs={list(self.decay_epochs)})" if self.schedule == "piecewise" else "")
-        return (f"input {self.input_size} px (eval: resize short side {self.resize_short}, centre crop), "
-                f"{self.interpolation}, train crop {self.train_crop}; {opt}{clip}, lr {self.learning_rate} "
+        shape = (f"input {self.input_height}x{self.input_size} px (height x width, resized, no crop)"
+                 if self.rectangular else
+                 f"input {self.input_size} px (eval: resize short side {self.resize_short}, centre crop)")
+        return (f"{shape}, {self.interpolation}, train crop {self.train_crop}; {opt}{clip}, lr {self.learning_rate} "
                 f"{sched} with {self.warmup_epochs} warm-up epoch(s)")
+
+    @property
+    def rectangular(self) -> bool:
+        return self.input_height != self.input_size
 
     def size_warning(self, model: str) -> str | None:
         if self.input_size * FAR_BELOW <= self.design_size:
@@ -83,7 +92,8 @@ def recipe(cfg: Config) -> Recipe:
     own = name == opt.name  # the model's AdamW/Momentum details apply only to its own optimizer
     clip = opt.clip_grad_norm or 0.0 if t.clip_grad_norm is None else t.clip_grad_norm
     return Recipe(
-        input_size=size, resize_short=max(size, round(size * pre.resize_short / pre.input_size)),
+        input_size=size, input_height=size if pre.input_height is None else round(size * pre.input_height / pre.input_size),
+        resize_short=max(size, round(size * pre.resize_short / pre.input_size)),
         interpolation=pre.interpolation, mean=tuple(pre.mean), std=tuple(pre.std), train_crop=pre.train_crop,
         optimizer=name, learning_rate=t.learning_rate, schedule=t.lr_scheduler or opt.schedule,
         decay_epochs=tuple(opt.decay_epochs), warmup_epochs=t.warmup_steps,

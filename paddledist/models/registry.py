@@ -60,7 +60,10 @@ class PretrainedCfg:
     url: Optional[str] = None
     """Official PaddleX pretrained weights (`Train.pretrain_weight_path: default`); None: there are none."""
     input_size: int = 224
-    """Training crop and eval crop side."""
+    """Training crop and eval crop side (the width, for a model with input_height)."""
+    input_height: Optional[int] = None
+    """Models fed non-square images (text-line orientation: 80 x 160): their height; images are resized to
+    input_height x input_size for training and evaluation, without a crop (PaddleX's ResizeImage size [W, H])."""
     resize_short: int = 256
     """Eval: the short side is resized to this, then centre-cropped to input_size."""
     mean: tuple = IMAGENET_MEAN
@@ -74,7 +77,8 @@ class PretrainedCfg:
     """True where the network only runs at input_size (position embeddings, attention windows)."""
     train_crop: str = "random_resized_crop"
     """Training augmentation: random_resized_crop (+ horizontal flip, PaddleClas's RandCropImage and
-    RandFlipImage for ImageNet models) or pad_crop (resize, pad by 1/8 and random crop: small images)."""
+    RandFlipImage for ImageNet models), pad_crop (resize, pad by 1/8 and random crop: small images) or resize
+    (resize only: PaddleX's text-line models add TimmAutoAugment and RandomErasing, which paddledist has not)."""
     optimizer: OptimizerCfg = field(default_factory=OptimizerCfg)
 
 

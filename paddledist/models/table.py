@@ -21,9 +21,10 @@ edit the specs instead, then regenerate. -->
 Every name below is a valid `Global.model`. Each network has PaddleClas's parameter names and shapes, so
 PaddleX/PaddleClas `.pdparams` files load by name. `Train.pretrain_weight_path: default` downloads the
 official weights in the last column (cached under `PADDLEDIST_HOME`, default `~/.cache/paddledist`).
-*Input* is the training and eval crop (`Train.input_size: null`), *eval resize* the short side before the
-centre crop; *optimizer* is what PaddleX trains the model with (`Train.optimizer`, `Train.lr_scheduler`,
-`Train.weight_decay`, `Train.momentum`, `Train.clip_grad_norm` override it). *Params* are at the official
+*Input* is the training and eval crop (`Train.input_size: null`), or height x width for the non-square
+text-line models (resized, never cropped); *eval resize* the short side before the centre crop; *optimizer*
+is what PaddleX trains the model with (`Train.optimizer`, `Train.lr_scheduler`, `Train.weight_decay`,
+`Train.momentum`, `Train.clip_grad_norm` override it). *Params* are at the official
 weights' class count.
 
 | Model | Family | Input | Eval resize | Params (M) | Optimizer | Official weights |
@@ -49,7 +50,9 @@ def optimizer_text(spec: ModelSpec) -> str:
 def row(spec: ModelSpec) -> str:
     pre = spec.cfg
     url = f"[{pre.url.rsplit('/', 1)[-1]}]({pre.url})" if pre.url else "none"
-    return (f"| {spec.name} | {spec.family} | {pre.input_size} | {pre.resize_short} | "
+    size = f"{pre.input_height}x{pre.input_size}" if pre.input_height else str(pre.input_size)
+    resize = "-" if pre.input_height else str(pre.resize_short)
+    return (f"| {spec.name} | {spec.family} | {size} | {resize} | "
             f"{param_count(spec) / 1e6:.2f} | {optimizer_text(spec)} | {url} |")
 
 

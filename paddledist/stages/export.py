@@ -1,6 +1,6 @@
 """The export stage: Export.weight_path (default best_model) -> a Paddle Inference model in Global.output/inference.
 
-`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = the recipe's input size: Train.input_size, or the model's design size when null) writes inference.json (paddle 3's
+`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = the recipe's input size: Train.input_size, or the model's design size when null; [None, 3, H, W] for non-square models) writes inference.json (paddle 3's
 PIR program: with Global.export_with_pir, or FLAGS_json_format_model unset or true, as PaddleX 3.7 decides) or
 inference.pdmodel (the legacy program: export_with_pir false and FLAGS_json_format_model=0) and
 inference.pdiparams; inference.yml beside them is PaddleX's (Global.model_name, PreProcess.transform_ops,
@@ -50,7 +50,8 @@ def run(cfg: Config, dist: DistEnv) -> None:
 def write_inference(cfg: Config, model, folder: str, weight_path: str) -> None:
     """The inference program, its parameters and PaddleX's inference.yml into `folder` (created)."""
     os.makedirs(folder, exist_ok=True)
-    save_program(model, recipe(cfg).input_size, os.path.join(folder, PREFIX), with_pir(cfg, os.environ))
+    rec = recipe(cfg)
+    save_program(model, (rec.input_height, rec.input_size), os.path.join(folder, PREFIX), with_pir(cfg, os.environ))
     atomic_write(os.path.join(folder, "inference.yml"),
                  yaml.safe_dump(inference_yml(cfg, weight_path), sort_keys=False, allow_unicode=True))
 
@@ -61,7 +62,8 @@ def with_pir(cfg: Config, env) -> bool:
     return cfg.Global.export_with_pir or flag
 
 
-def save_program(model, input_size: int, prefix: str, pir: bool = True) -> None:
+def save_program(model, input_size: int | tuple, prefix: str, pir: bool = True) -> None:
+    """`input_size`: the side of square inputs, or (height, width)."""
     import paddle
     import paddle.nn.functional as F
 
@@ -73,7 +75,8 @@ def save_program(model, input_size: int, prefix: str, pir: bool = True) -> None:
         def forward(self, x):
             return F.softmax(self.inner(x), axis=-1)
 
-    spec = paddle.static.InputSpec([None, 3, input_size, input_size], "float32", name=INPUT_NAME)
+    height, width = (input_size, input_size) if isinstance(input_size, int) else input_size
+    spec = paddle.static.InputSpec([None, 3, height, width], "float32", name=INPUT_NAME)
     wrapped = WithSoftmax(model)
     wrapped.eval()
     if pir:
@@ -91,10 +94,10 @@ def inference_yml(cfg: Config, weight_path: str) -> dict:
     rec = recipe(cfg)  # the same resize/crop/mean/std that evaluation used
     return {
         "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
-                   "input_size": rec.input_size, "input_name": INPUT_NAME, "weight_path": weight_path,
+                   "input_size": rec.input_size, "input_height": rec.input_height, "input_name": INPUT_NAME, "weight_path": weight_path,
                    "output": "probabilities"},
         "PreProcess": {"transform_ops": preprocess_spec(rec.input_size, rec.resize_short, rec.interpolation,
-                                                        rec.mean, rec.std)},
+                                                        rec.mean, rec.std, rec.input_height)},
         "PostProcess": {"Topk": {"topk": min(TOPK, cfg.Train.num_classes), "label_list": label_names(cfg)}},
     }
 
