@@ -72,10 +72,16 @@ def test_a_killed_worker_is_restarted_and_the_job_finishes(netns_hosts, tmp_path
     procs = start(hosts, tmp_path, "heal", command(hosts, "Train.max_restarts=1"))
     wait_for_epoch(tmp_path, 1, procs)
     kill_workers(hosts, 1)
+    killed = time.monotonic()
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "resumed from epoch", procs)
+    print(f"training again {time.monotonic() - killed:.1f}s after the kill")
     done = wait_all(procs, timeout=240)
     for i, (code, _) in done.items():
         assert code == 0, f"host {i}:\n{output(tmp_path, 'heal', i)[-4000:]}"
         assert "restart 1/1 after: " in output(tmp_path, "heal", i)
+    first = output(tmp_path, "heal", 0)
+    assert "Train.resume_path=auto: no out/latest/latest.pdparams yet; starting from the beginning" in first
+    assert "Train.resume_path=auto: resuming from out/latest/latest.pdparams" in first
     got = result(tmp_path)
     assert got["done_flag"] is True and [h["epoch"] for h in got["history"]] == list(range(1, EPOCHS + 1))
     assert len(got["restarts"]) == 1, got["restarts"]
@@ -125,6 +131,7 @@ def test_sigterm_saves_the_step_everywhere_and_the_rerun_equals_an_uninterrupted
     for i, (code, seconds) in done.items():
         assert code == PREEMPTED_EXIT and seconds < 60, f"host {i} ({code}, {seconds:.0f}s):\n" + \
             output(tmp_path, "first", i)[-3000:]
+    print(f"both hosts exited {PREEMPTED_EXIT} within {max(s for _, s in done.values()):.1f}s of SIGTERM")
     assert "preemption asked by node 1" in output(tmp_path, "first", 0)
     epoch, step = map(int, re.search(r"preempted: saved latest at epoch (\d+) step (\d+)/", log.read_text()).groups())
     info = json.loads((tmp_path / "host0" / "out" / "latest" / "latest.info.json").read_text())
