@@ -186,8 +186,9 @@ class FakePeers:
     def failed(self, reason):
         self.told.append(("failed", reason))
 
-    def done(self):
+    def finish(self):
         self.told.append(("done", None))
+        return None  # every node finished
 
 
 def test_a_lost_peer_stops_the_job_and_is_not_blamed_on_this_node(tmp_path, fake, capsys):
