@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -88,6 +89,25 @@ def test_a_killed_worker_is_restarted_and_the_job_finishes(netns_hosts, tmp_path
     assert "rank 1 failed with exit code -9" in got["restarts"][0]["cause"]
     assert got["restarts"][0]["epoch"] >= 1 and got["start_epoch"] == got["restarts"][0]["epoch"] + 1
     assert not pids_in(hosts, 0) and not pids_in(hosts, 1)
+
+
+def test_a_lost_host_started_again_by_hand_rejoins_and_the_job_finishes(netns_hosts, tmp_path):  # noqa: F811
+    """Everything on host 1 is killed (supervisor too): host 0 restarts and waits in the preflight; the same
+    command started again on host 1 joins it, and the job finishes from latest."""
+    hosts = netns_hosts(2)
+    argv = command(hosts, "Train.max_restarts=1")
+    procs = start(hosts, tmp_path, "lost", argv)
+    wait_for_epoch(tmp_path, 1, procs)
+    for pid in pids_in(hosts, 1):
+        os.kill(int(pid), signal.SIGKILL)
+    procs[1].wait(timeout=10)
+    wait_for_text(tmp_path / "lost.host0.txt", "restart 1/1 after: node 1 (", {0: procs[0]})
+    log = open(tmp_path / "lost-again.host1.txt", "w")
+    again = hosts.popen(1, argv, cwd=str(tmp_path / "host1"), stdout=log, stderr=subprocess.STDOUT)
+    done = wait_all({0: procs[0], 1: again}, timeout=240)
+    assert [code for code, _ in done.values()] == [0, 0], output(tmp_path, "lost", 0)[-3000:]
+    got = result(tmp_path)
+    assert got["done_flag"] is True and len(got["restarts"]) == 1 and " lost: " in got["restarts"][0]["cause"]
 
 
 def test_a_failure_past_max_restarts_fails_naming_the_cause(netns_hosts, tmp_path):  # noqa: F811
