@@ -24,3 +24,8 @@ class OutputWriteError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))
+
+
+PREEMPTED_EXIT = 75
+"""Every machine exits with this code (EX_TEMPFAIL) after a preemption signal (SIGTERM or SIGUSR1 to a supervisor)
+made every rank save `latest` at the same step: rerun the same command with Train.resume_path=auto to continue."""

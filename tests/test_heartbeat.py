@@ -181,3 +181,15 @@ def test_a_node_whose_own_ranks_fail_with_healthy_peers_blames_nobody(three):
     start = time.monotonic()
     assert three[1].explain(wait_s=0.5) is None
     assert 0.4 < time.monotonic() - start < 1.5
+
+
+def test_a_preemption_on_one_node_reaches_every_node_and_stops_nothing(three):
+    """Node 2's supervisor got SIGTERM: node 0 (the hub) and node 1 (through the hub) hear where, and no node
+    takes it for a failure (the ranks save and leave on their own; a verdict would end them first)."""
+    three[2].preempt("signal 15")
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and not all(p.preempted for p in three):
+        time.sleep(0.02)
+    assert [p.preempted for p in three] == [f"node 2 ({NODES[2]}): signal 15"] * 3
+    time.sleep(2 * INTERVAL)
+    assert [p.check() for p in three] == [None, None, None]

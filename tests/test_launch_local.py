@@ -140,6 +140,33 @@ def test_stopping_the_runner_ends_every_process(tmp_path, fake, sig):
     assert not alive(worker)
 
 
+def test_a_preemption_signal_asks_first_and_ends_the_job_past_the_grace(tmp_path, fake):
+    """SIGTERM with a Preemption is a request (passed on by the poll loop), not a stop; ranks that never leave
+    are ended after the grace, the job fails naming it, and no worker survives."""
+    asked = tmp_path / "asked"
+    driver = textwrap.dedent(f"""
+        import os, sys
+        from paddledist.cluster import ClusterPlan
+        from paddledist.config import DeviceSpec
+        from paddledist.launch.runner import Preemption, run_to_end
+        plan = ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0,)), 6170, "t", 10, "test")
+        ask = Preemption(lambda why: open({str(asked)!r}, "w").write(why), grace_s=1.5)
+        ended = run_to_end({fake!r}, os.environ, plan, interval_s=0.1, preemption=ask)
+        sys.exit(ended.code)
+    """)
+    runner_proc = subprocess.Popen([sys.executable, "-c", driver], env=dict(os.environ, PYTHONPATH=str(REPO)),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = int(wait_for(tmp_path / "worker.pid"))
+    time.sleep(0.3)
+    runner_proc.send_signal(signal.SIGUSR1)
+    assert wait_for(asked, timeout=5) == f"signal {int(signal.SIGUSR1)}"
+    assert alive(worker)  # asked, not ended
+    _, err = runner_proc.communicate(timeout=20)
+    assert runner_proc.returncode == 1, err
+    assert "did not save and leave within Train.preempt_grace=1.5s of the preemption signal" in err
+    assert not alive(worker)
+
+
 # --- the runner and the other machines' heartbeat links (a stand-in for cluster.heartbeat.Peers) --------
 
 class FakePeers:
@@ -159,8 +186,9 @@ class FakePeers:
     def failed(self, reason):
         self.told.append(("failed", reason))
 
-    def done(self):
+    def finish(self):
         self.told.append(("done", None))
+        return None  # every node finished
 
 
 def test_a_lost_peer_stops_the_job_and_is_not_blamed_on_this_node(tmp_path, fake, capsys):

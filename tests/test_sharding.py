@@ -62,3 +62,16 @@ def test_learning_rate_warms_up_then_decays_to_zero():
 def test_linear_scaling_multiplies_by_the_global_batch_factor():
     assert scaled_lr(0.1, 32, 4, 2, scale=True) == pytest.approx(0.8)
     assert scaled_lr(0.1, 32, 4, 2, scale=False) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_a_mid_epoch_resume_iterates_the_rest_of_the_same_epoch(rank):
+    """set_epoch(e, skip=k), as a preemption checkpoint's resume calls it: the batches of an uninterrupted epoch
+    from the (k+1)-th on, while batches() (the loss weights' denominators) still covers the whole epoch."""
+    from paddledist.data.pipeline import TrainBatchSampler
+
+    whole, resumed = TrainBatchSampler(103, 4, 3, rank, 7), TrainBatchSampler(103, 4, 3, rank, 7)
+    whole.set_epoch(2)
+    resumed.set_epoch(2, skip=5)
+    assert list(resumed) == list(whole)[5:] and len(list(whole)) == len(resumed) == 9
+    assert resumed.batches() == whole.batches()

@@ -10,6 +10,8 @@ collectives to time out (a node whose ranks only failed because their collective
 cause is elsewhere). {"done": node} marks a node that finished cleanly: its closing is not a loss. A finished
 node waits for the job's outcome before it exits: the hub says {"all_done": true} once every node finished,
 so no node exits 0 while another one's ranks (rank 0 writing the last checkpoint) may still fail.
+{"preempt": why, "node": node} (a preemption signal there) is relayed by the hub to every node, whose
+supervisor then asks its own ranks to save and leave too (launch/stage.py).
 
 The supervising runner polls `check()` and, on a verdict, ends its workers and exits non-zero naming the node.
 """
@@ -46,6 +48,8 @@ class Peers:
         self.gone: set[int] = set()
         self.verdict: Optional[str] = None
         """The first reason to stop: a peer lost, or a peer's ranks failing on their own."""
+        self.preempted: Optional[str] = None
+        """Where and why a preemption was asked for (this node's or a peer's signal), None before."""
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="paddledist-heartbeat", daemon=True)
@@ -94,6 +98,14 @@ class Peers:
         with self._lock:
             for link in self.links.values():
                 link.queue({"stop": reason, "node": self.me})
+                link.flush()
+
+    def preempt(self, why: str) -> None:
+        """A preemption signal here: tell every node (through the hub) to save at the next step and leave."""
+        with self._lock:
+            self.preempted = self.preempted or f"{self.who(self.me)}: {why}"
+            for link in self.links.values():
+                link.queue({"preempt": why, "node": self.me})
                 link.flush()
 
     def failed(self, reason: Optional[str]) -> None:
@@ -172,12 +184,16 @@ class Peers:
         elif "all_done" in message and not self.is_hub:
             self._all_done.set()
         elif "stop" in message:
-            node = message.get("node", k)
-            node = node if isinstance(node, int) else k
+            node = _sender(message, k)
             self.finished.add(k)  # it said why it goes: its closing connection is no further news
             self._decide(f"{self.who(node)} stopped: {message['stop']}")
             if self.is_hub:
                 self._relay({"stop": message["stop"], "node": node}, skip=k)
+        elif "preempt" in message:
+            node = _sender(message, k)
+            self.preempted = self.preempted or f"{self.who(node)}: {message['preempt']}"
+            if self.is_hub:
+                self._relay({"preempt": message["preempt"], "node": node}, skip=k)
         elif "lost" in message and not self.is_hub:
             node = message["lost"] if isinstance(message["lost"], int) else -1
             self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}")
@@ -217,3 +233,9 @@ class Peers:
     def _decide(self, verdict: str) -> None:
         if self.verdict is None:
             self.verdict = verdict
+
+
+def _sender(message: dict, k: int) -> int:
+    """The node a relayed message is about: its "node" field, else the link it came on."""
+    node = message.get("node", k)
+    return node if isinstance(node, int) else k

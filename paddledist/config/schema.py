@@ -77,7 +77,7 @@ class TrainConfig:
     warmup_steps: int = 0
     """Linear warm-up length in epochs (PaddleX's name says steps, its code means epochs)."""
     resume_path: Optional[str] = None
-    """Checkpoint (.pdparams: a local file, an http(s) URL or `default`, as pretrain_weight_path) to resume from; training continues at the next epoch."""
+    """Checkpoint (.pdparams: a local file, an http(s) URL or `default`, as pretrain_weight_path) to resume from; training continues at the next epoch (after a preemption, at the next step). `auto`: <Global.output>/latest/latest.pdparams when it exists, else a fresh start."""
     log_interval: int = 10
     """Log every this many iterations."""
     eval_interval: int = 1
@@ -135,6 +135,10 @@ class TrainConfig:
     """(PaddleX) PaddleClas training config to start from; accepted, no effect here (the model registry supplies it)."""
     heartbeat_timeout: float = 60.0
     """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
+    max_restarts: int = 0
+    """(paddledist) Times a multi-process job relaunches itself after a failed rank or a lost machine: every machine's supervisor ends its workers, waits (up to Train.peer_timeout) for all machines to meet again on Train.port and continues from <Global.output>/latest; 0: fail at once."""
+    preempt_grace: float = 45.0
+    """(paddledist) Seconds after SIGTERM or SIGUSR1 to a supervisor for every rank to save latest at the next step and exit (code 75) before the job is ended without it; keep it below Slurm's --signal=USR1@T."""
 
 
 @dataclass(frozen=True)

@@ -130,16 +130,18 @@ class TrainBatchSampler(paddle.io.BatchSampler):
 
     def __init__(self, n: int, batch_size: int, world_size: int, rank: int, seed: int) -> None:
         self.n, self.batch_size, self.world_size, self.rank, self.seed = n, batch_size, world_size, rank, seed
-        self.epoch = 0
+        self.epoch, self.skip = 0, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """`skip`: batches of this epoch already trained (a resume mid-epoch); iteration starts after them,
+        while batches() and len() still describe the whole epoch."""
+        self.epoch, self.skip = epoch, skip
 
     def batches(self):
         return rank_batches(self.n, self.batch_size, self.world_size, self.rank, self.seed, self.epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.batches():
+        for batch in self.batches()[self.skip:]:
             yield [i if ok else i + self.n for i, ok in zip(batch.indices, batch.valid)]
 
     def __len__(self) -> int:

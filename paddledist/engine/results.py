@@ -48,6 +48,11 @@ def _models(t) -> dict:
     return models
 
 
+def global_batch(cfg, world_size: int) -> int:
+    """Samples per update: per-rank batch x ranks x accumulation steps."""
+    return cfg.Train.batch_size * world_size * cfg.Train.accum_steps
+
+
 def write_train_result(t, done: bool) -> None:
     s, cfg = t.state, t.cfg
     best = {"epoch": s.best_epoch, "top1": s.best_top1 if s.best_epoch else None,
@@ -58,9 +63,10 @@ def write_train_result(t, done: bool) -> None:
         "models": _models(t), "done_flag": done,
         # paddledist's own fields
         "world_size": t.dist.world_size,
-        "global_batch_size": cfg.Train.batch_size * t.dist.world_size * cfg.Train.accum_steps,
+        "global_batch_size": global_batch(cfg, t.dist.world_size),
         "start_epoch": s.start_epoch, "epochs": cfg.Train.epochs_iters, "best": best, "history": s.history,
         "bad_sample_count": len(s.bad_samples), "bad_samples": s.bad_samples,
+        "restarts": t.restarts,
     }
     for name in NAMES:
         write_json(os.path.join(cfg.Global.output, name), data)

@@ -21,6 +21,10 @@ from paddledist.engine.gradsync import NoSync
 from paddledist.engine.schedule import is_update_step, update_group
 
 
+class Preempted(Exception):
+    """Raised by the preemption hook once every rank saved at the same step: the worker exits 0, cleanly."""
+
+
 class Hook:
     """Called by the trainer around the loop; every method is a no-op, a hook overrides what it needs."""
 
@@ -40,6 +44,8 @@ class TrainState:
     epoch: int = 1
     """Epoch being trained (1-based)."""
     start_epoch: int = 1
+    start_iter: int = 0
+    """Micro-batches of start_epoch already trained (a resume from a preemption checkpoint), else 0."""
     global_step: int = 0
     best_top1: float = -1.0
     best_epoch: int = 0
@@ -70,17 +76,20 @@ class Trainer:
         """Seconds of the current step's gradient exchange (0 when it did not exchange)."""
         self.is_best = False
         """Set by the evaluation hook after each epoch: this epoch's top-1 is the best so far."""
+        self.restarts: list = []
+        """The supervisor's restarts of this job so far ({"cause", "epoch"}), for train_result.json."""
 
     def train(self) -> None:
         self._call("before_train")
         for epoch in range(self.state.start_epoch, self.cfg.Train.epochs_iters + 1):
             self.state.epoch = epoch
             self._seed_epoch(epoch)
-            self.sampler.set_epoch(epoch)
+            skip = self.state.start_iter if epoch == self.state.start_epoch else 0
+            self.sampler.set_epoch(epoch, skip)
             self.global_counts = [b.global_count for b in self.sampler.batches()]
             self.epoch_meter, self.epoch_start = np.zeros(3), time.perf_counter()  # loss sum, steps, samples
             self._call("before_epoch")
-            for self.iter, batch in enumerate(self._timed(self.loader)):
+            for self.iter, batch in enumerate(self._timed(self.loader), start=skip):
                 self.run_step(batch)
                 self._call("after_step")
             self._call("after_epoch")

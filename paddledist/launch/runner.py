@@ -4,7 +4,8 @@ The runner polls: every `interval_s` it records the process groups below the lau
 watcher, and the other machines' heartbeat links (`peers`), whether the job must stop. On a failed rank it
 names the rank, its node and the tail of its workerlog, and first the machine that caused it, if any; a rank
 that failed on its own is told to the other machines at once. SIGINT/SIGTERM/exit end every process the launch
-started.
+started; with a `Preemption`, SIGTERM and SIGUSR1 instead ask the ranks to save and leave (a second one ends
+everything at once).
 """
 
 from __future__ import annotations
@@ -45,6 +46,23 @@ BLAME_WAIT_S = 5.0
 
 
 
+@dataclass(frozen=True)
+class Ended:
+    """How one launch ended: the exit code, and why in one line (None when it succeeded)."""
+    code: int
+    cause: Optional[str] = None
+    signalled: bool = False
+    """A signal to this supervisor ended it (not a failure of the job: not worth a restart)."""
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """SIGTERM/SIGUSR1 to this supervisor: `request(why)` asks every rank to save at the next step and exit; past
+    `grace_s` seconds the job is ended without that checkpoint."""
+    request: Callable[[str], None]
+    grace_s: float
+
+
 @dataclass
 class _Seen:
     """What the output reader noticed: failed local ranks with exit code and log file."""
@@ -57,6 +75,13 @@ def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers
     """Run the launcher to the end; the exit code is non-zero if any local rank failed or a watcher fired.
     Output goes to `out`/`err`, by default the sys.stdout/sys.stderr of the moment. `peers`: the other
     machines, watched like a watcher, told how this machine ended, and asked whom to blame for a failure."""
+    return run_to_end(argv, env, plan, watchers, interval_s, out, err, peers).code
+
+
+def run_to_end(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers: Sequence[Watcher] = (),
+               interval_s: float = 0.5, out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+               peers: Optional[PeerLinks] = None, preemption: Optional[Preemption] = None) -> Ended:
+    """`run`, returning the cause with the code (for launch_stage's restarts), and handling `preemption`."""
     out, err = out or sys.stdout, err or sys.stderr
     watchers = [*watchers, peers.check] if peers else list(watchers)
     tree = _Tree()
@@ -66,7 +91,7 @@ def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers
     seen = _Seen()
     reader = threading.Thread(target=_pump, args=(proc.stdout, out, seen), daemon=True)
     reader.start()
-    stop = _Stop()
+    stop = _Stop(preemption)
     with stop:
         try:
             reason = _supervise(proc, tree, watchers, interval_s, stop)
@@ -74,16 +99,16 @@ def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers
             tree.end(proc)
             procs.become_subreaper(False)
             reader.join(timeout=5)
-    code, cause = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
+    code, tell, cause = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
     if peers and code:
-        peers.failed(cause)
+        peers.failed(tell)
     elif peers:
         elsewhere = peers.finish()  # exit 0 only once the whole job succeeded
         if elsewhere:
             print(f"paddledist: the ranks on node {plan.node_rank} ({plan.host}) finished, but the job failed: "
                   f"{elsewhere}", file=err, flush=True)
-            code = 1
-    return code
+            code, cause = 1, elsewhere
+    return Ended(code, cause if code else None, signalled=bool(stop.signum))
 
 
 class _Tree:
@@ -119,6 +144,9 @@ def _supervise(proc: subprocess.Popen, tree: _Tree, watchers: Sequence[Watcher],
         tree.refresh(proc)
         if stop.signum:
             return None
+        late = stop.preempt()
+        if late:
+            return late
         for watch in watchers:
             message = watch()
             if message:
@@ -138,18 +166,19 @@ def _pump(stream, out: TextIO, seen: _Seen) -> None:
 
 
 def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO,
-            peers: Optional[PeerLinks]) -> tuple[int, Optional[str]]:
-    """Print why this launch ended; (exit code, a cause the other machines have not been told yet, or None)."""
+            peers: Optional[PeerLinks]) -> tuple[int, Optional[str], Optional[str]]:
+    """Print why this launch ended; (exit code, a cause the other machines have not been told yet or None, the
+    cause in one line)."""
     here = f"node {plan.node_rank} ({plan.host})"
     if signum:
         print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
-        return 128 + signum, f"stopped by signal {signum} on {here}"
+        return 128 + signum, f"stopped by signal {signum} on {here}", f"stopped by signal {signum} on {here}"
     if reason:
         print(f"paddledist: stopping the job: {reason}; ended every process of this launch on {here}",
               file=err, flush=True)
-        return 1, None if peers and reason == peers.check() else reason
+        return 1, None if peers and reason == peers.check() else reason, reason
     if code == 0 and not seen.failed:
-        return 0, None
+        return 0, None, None
     blame = _blame(seen, plan, code, peers)
     if blame:
         print(f"paddledist: stopping the job: {blame}; the failures below on {here} follow from it",
@@ -161,7 +190,7 @@ def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: Cl
     if not seen.failed:
         print(f"paddledist: paddle.distributed.launch exited with code {code} on {here}; see its output above",
               file=err, flush=True)
-    return (code if code > 0 else (128 - code if code < 0 else 1)), None
+    return (code if code > 0 else (128 - code if code < 0 else 1)), None, blame or _summary(_own(seen), plan, code)
 
 
 def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]) -> Optional[str]:
@@ -171,13 +200,18 @@ def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]
     broke wait briefly for word of the cause elsewhere (a peer lost, or its ranks failing on their own)."""
     if peers is None:
         return None
-    own = [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log)]
+    own = _own(seen)
     if seen.failed and not own:
         return peers.explain(BLAME_WAIT_S)
     blame = peers.explain(0)
     if not blame:
         peers.tell(_summary(own, plan, code))
     return blame
+
+
+def _own(seen: _Seen) -> list:
+    """The local ranks that failed for a reason of their own, not because their collectives broke."""
+    return [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log)]
 
 
 def _summary(own: list, plan: ClusterPlan, code: int) -> str:
@@ -213,15 +247,32 @@ def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
 
 
 class _Stop:
-    """SIGINT/SIGTERM only set a flag; the poll loop then ends the processes and reports."""
+    """SIGINT/SIGTERM only set a flag; the poll loop then ends the processes and reports. With a preemption,
+    the first SIGTERM/SIGUSR1 is a request to save and leave, passed on by the poll loop (not in the handler:
+    it takes the heartbeat lock the interrupted code may hold)."""
 
-    def __init__(self) -> None:
+    def __init__(self, preemption: Optional[Preemption] = None) -> None:
         self.signum = 0
+        self.preemption = preemption
+        self._asked = 0
+        """The preemption signal received, 0 before."""
+        self._since: Optional[float] = None
+
+    def preempt(self) -> Optional[str]:
+        """Called by the poll loop: pass a new request on; past the grace, why the job must end now."""
+        if self._asked and self._since is None:
+            self._since = time.monotonic()
+            self.preemption.request(f"signal {self._asked}")
+        if self._since is not None and time.monotonic() - self._since > self.preemption.grace_s:
+            return (f"the ranks did not save and leave within Train.preempt_grace={self.preemption.grace_s:g}s of "
+                    f"the preemption signal {self._asked}; latest is the last complete checkpoint")
+        return None
 
     def __enter__(self) -> "_Stop":
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1) if self.preemption else (signal.SIGINT, signal.SIGTERM)
+            for sig in wanted:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -230,4 +281,7 @@ class _Stop:
             signal.signal(sig, handler)
 
     def _handle(self, signum: int, frame) -> None:
-        self.signum = signum
+        if self.preemption and signum != signal.SIGINT and not self._asked:
+            self._asked = signum
+        else:
+            self.signum = signum

@@ -8,9 +8,10 @@ from typing import Mapping, Sequence
 
 from paddledist import cluster
 from paddledist.config import Config, parse_device
-from paddledist.errors import UserError
+from paddledist.errors import PREEMPTED_EXIT, UserError
 from paddledist.launch.builder import build, command_line, env_changes
-from paddledist.launch.runner import run
+from paddledist.launch.control import Control, latest_progress
+from paddledist.launch.runner import Ended, Preemption, run_to_end
 
 
 def in_worker(env: Mapping[str, str]) -> bool:
@@ -35,7 +36,8 @@ def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
 
 
 def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: bool) -> int:
-    """Plan, check, build and (unless dry_run) run the launcher that re-executes `script` in every worker."""
+    """Plan, check, build and (unless dry_run) run the launcher that re-executes `script` in every worker;
+    restarts after failures (Train.max_restarts) and preemption (exit PREEMPTED_EXIT) are handled here."""
     plan = cluster.plan(cfg)
     if not os.path.isfile(script):
         raise UserError(f"entry script {script} does not exist on this machine; every machine needs the same "
@@ -48,13 +50,67 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         print("\n".join(env_changes(os.environ, env)), flush=True)
         return 0
     _print_choices(plan, env)
+    with Control() as control:
+        return _launch_with_restarts(cfg, plan, script, list(script_args), control)
+
+
+def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
+                          control: Control) -> int:
+    """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
+    and relaunch with Train.resume_path=auto (the same set of nodes; the others do the same on their own)."""
+    restarts: list[dict] = []
+    args = script_args
+    while True:
+        argv, env = build(cfg, plan, script, args, os.environ)
+        env.update(control.env(restarts))
+        ended = _launch_once(cfg, plan, argv, env, control)
+        if ended.code == 0 and control.saved():
+            print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; exit code "
+                  f"{PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue", flush=True)
+            return PREEMPTED_EXIT
+        if ended.code == 0 or ended.signalled or control.requested():
+            return ended.code
+        if len(restarts) >= cfg.Train.max_restarts:
+            if restarts:
+                print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
+                      f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
+            return ended.code
+        restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
+        print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
+              f"from {cfg.Global.output}/latest once all {plan.nnodes} node(s) meet again on {plan.nodes[0]}:"
+              f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
+        args = [*script_args, "-o", "Train.resume_path=auto"]
+        control.reset()
+
+
+def _launch_once(cfg: Config, plan: cluster.ClusterPlan, argv: list[str], env: dict, control: Control) -> Ended:
     peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
+    preemption = Preemption(lambda why: _preempt(control, peers, why, plan), cfg.Train.preempt_grace)
     if peers is None:
-        return run(argv, env, plan)
+        return run_to_end(argv, env, plan, preemption=preemption)
     try:
-        return run(argv, env, plan, peers=peers.start())
+        return run_to_end(argv, env, plan, watchers=[lambda: _follow(control, peers)], peers=peers.start(),
+                          preemption=preemption)
     finally:
         peers.close()
+
+
+def _preempt(control: Control, peers, why: str, plan: cluster.ClusterPlan) -> None:
+    """A preemption signal here: ask this node's ranks, and every other node, to save at the next step."""
+    print(f"paddledist: preemption ({why} on node {plan.node_rank}, {plan.host}): every rank saves latest at the "
+          f"next step, then every node exits {PREEMPTED_EXIT}", flush=True)
+    control.request()
+    if peers is not None:
+        peers.preempt(why)
+
+
+def _follow(control: Control, peers) -> None:
+    """A watcher that never stops the job: a preemption relayed from another node reaches this node's ranks."""
+    if peers.preempted and not control.requested():
+        print(f"paddledist: preemption asked by {peers.preempted}: every rank saves latest at the next step, then "
+              f"exits {PREEMPTED_EXIT}", flush=True)
+        control.request()
+    return None
 
 
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:

@@ -59,7 +59,12 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
     if dry_run:
         print(to_yaml(cfg))
         return 0
-    _stage_runner(cfg.Global.mode[0])(cfg, dist_from_env(os.environ))
+    from paddledist.engine.trainer import Preempted
+
+    try:
+        _stage_runner(cfg.Global.mode[0])(cfg, dist_from_env(os.environ))
+    except Preempted as e:  # every rank saved at the same step; the supervisor turns this into PREEMPTED_EXIT
+        print(f"paddledist: preempted at {e}; latest holds this step", flush=True)
     return 0
 
 

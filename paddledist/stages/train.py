@@ -11,11 +11,12 @@ from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
 from paddledist.engine import cpu, gradsync, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
-                                     VisualDLHook)
+from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, PreemptHook,
+                                     ResultHook, VisualDLHook)
 from paddledist.engine.schedule import resume_step, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.fsio import atomic_write
+from paddledist.launch import control
 from paddledist.models import build_model, model_spec
 from paddledist.models.recipe import recipe
 from paddledist.stages.common import set_device, setup_logging
@@ -72,14 +73,17 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
     state = restore(model, optimizer, resume) if resume else TrainState()
     if resume:
-        continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps))
+        continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps), t.accum_steps)
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
                                                    scaler)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
+    folder = os.environ.get(control.CONTROL_VAR)
+    if folder:  # launched by a supervisor, which may ask for a save at the next step (a preemption)
+        hooks.append(PreemptHook(control.preempt_flag(folder), control.saved_flag(folder)))
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler, grad_sync)
-    trainer.state = state
+    trainer.state, trainer.restarts = state, control.restarts_from(os.environ)
     return trainer
 
 
@@ -97,12 +101,13 @@ def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
     return optim.make_optimizer(rec, model, scheduler, *betas), scheduler
 
 
-def continue_schedule(scheduler, state: TrainState, updates_per_epoch: int) -> None:
+def continue_schedule(scheduler, state: TrainState, updates_per_epoch: int, accum_steps: int) -> None:
     """The LR schedule continues by progress, not by the saved step count: a resume with another batch size,
     world size or accumulation has another number of updates per epoch, and replaying the saved count against
     it put the learning rate back near its peak (and left it above 0 at the end). Checkpoints are taken at
-    epoch ends, so the epochs done measure the samples seen."""
-    step = resume_step(state.start_epoch - 1, updates_per_epoch)
+    epoch ends, so the epochs done measure the samples seen; a preemption checkpoint adds the updates of its
+    partial epoch (taken at an update boundary, at the same global batch: restore checks it)."""
+    step = resume_step(state.start_epoch - 1, updates_per_epoch) + state.start_iter // accum_steps
     if step != state.global_step:
         log.info("resume: %d updates per epoch now (the checkpoint's run made %d updates in %d epochs); the "
                  "learning-rate schedule continues at update %d, by the epochs done", updates_per_epoch,
@@ -119,17 +124,19 @@ def load_pretrained(model, pretrain, is_main: bool) -> None:
 
 
 def restore(model, optimizer, ckpt) -> TrainState:
-    """Continue at the epoch after the checkpoint, keeping the best metric and history."""
+    """Continue at the epoch after the checkpoint (at its step, for a preemption checkpoint: the preflight checked
+    the global batch is the same), keeping the best metric and history."""
+    states = ckpt.states or {}
+    s = TrainState()
+    s.start_epoch, s.start_iter = int(states.get("epoch", 0)) + 1, int(states.get("step_in_epoch", 0))
     model.set_state_dict(ckpt.params)
     if ckpt.opt:
         optimizer.set_state_dict(ckpt.opt)
-    states = ckpt.states or {}
-    s = TrainState()
-    s.start_epoch = int(states.get("epoch", 0)) + 1
     s.best_top1, s.best_epoch = float(states.get("best_top1", -1.0)), int(states.get("best_epoch", 0))
     s.history, s.global_step = list(states.get("history", [])), int(states.get("global_step", 0))
     s.bad_samples = list(states.get("bad_samples", []))
-    log.info("resumed from epoch %d; continuing at epoch %d", s.start_epoch - 1, s.start_epoch)
+    at = f" step {s.start_iter + 1}" if s.start_iter else ""
+    log.info("resumed from epoch %d; continuing at epoch %d%s", s.start_epoch - 1, s.start_epoch, at)
     return s
 
 

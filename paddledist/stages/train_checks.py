@@ -6,15 +6,22 @@ the launching process, before any worker starts (the workers then find the cache
 
 from __future__ import annotations
 
+import os
+from typing import Optional
+
 from paddledist.config import Config
 from paddledist.data.formats import check_files, load_samples
 from paddledist.engine import checkpoint
 from paddledist.engine.distenv import DistEnv
+from paddledist.engine.results import global_batch
 from paddledist.errors import UserError
 from paddledist.models import build_model, check_model_name, model_spec
 from paddledist.models.recipe import recipe
 from paddledist.stages import weights
 from paddledist.stages.common import check_labels
+
+AUTO = "auto"
+"""Train.resume_path: auto: continue from <Global.output>/latest when there is one (a restart, a requeued job)."""
 
 
 def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
@@ -34,7 +41,20 @@ def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     pretrain = _read_weights(cfg, cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist, dry_run)
     if resume or pretrain:
         _check_fits(cfg, resume, pretrain)
+    if resume:
+        _check_same_batch(cfg, resume, dist)
     return train, val, resume, pretrain
+
+
+def _check_same_batch(cfg: Config, resume, dist: DistEnv) -> None:
+    """A preemption checkpoint continues at its step, counted in this run's batches: only right at its global batch."""
+    states = resume.states or {}
+    step, saved, now = states.get("step_in_epoch", 0), states.get("global_batch"), global_batch(cfg, dist.world_size)
+    if step and saved != now:
+        raise UserError(f"Train.resume_path: {resume.path} was saved at step {step} of epoch "
+                        f"{int(states.get('epoch', 0)) + 1} with a global batch of {saved} samples, this run has "
+                        f"{now}; resume a mid-epoch checkpoint with the same Train.batch_size, number of processes "
+                        "and Train.accum_steps")
 
 
 def model_shapes(cfg: Config) -> dict:
@@ -66,7 +86,21 @@ def _read_weights(cfg: Config, value, key: str, dist: DistEnv, dry_run: bool):
     # The file may exist on the first machine only: rank 0 reads it and shares it (see broadcast_object).
     if not value or not dist.is_main:
         return None
+    if key == "Train.resume_path" and value.strip().lower() == AUTO:
+        value = auto_resume(cfg.Global.output)
+        if value is None:
+            return None
     path = weights.source(value, key, cfg.Global.model, dry_run)
     if weights.pending(path, dry_run):
         return None
     return checkpoint.load(path, key)
+
+
+def auto_resume(output: str) -> Optional[str]:
+    """Train.resume_path=auto: <output>/latest/latest.pdparams when it exists, else None (a fresh start); says which."""
+    path = os.path.join(output, "latest", "latest.pdparams")
+    if os.path.isfile(path):
+        print(f"paddledist: Train.resume_path=auto: resuming from {path}", flush=True)
+        return path
+    print(f"paddledist: Train.resume_path=auto: no {path} yet; starting from the beginning", flush=True)
+    return None

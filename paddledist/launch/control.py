@@ -1,0 +1,76 @@
+"""A supervisor's private folder shared with its own workers, named to them in PADDLEDIST_CONTROL.
+
+Preemption needs a word from the supervisor to its ranks and one back, on the same machine: the supervisor
+creates `preempt` (a signal came here, or a peer relayed one); each rank looks for it at step boundaries
+(engine.hooks.PreemptHook: one stat call, then the ranks agree through one small all-reduce), saves, and
+creates `saved` before it exits 0, so the supervisor knows the clean end was a preemption. Files, not
+signals: paddle's launcher sits between the two and treats signals itself. The folder lives in the local
+temporary directory, never in Global.output (which rank 0 alone writes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Optional
+
+CONTROL_VAR = "PADDLEDIST_CONTROL"
+RESTARTS_VAR = "PADDLEDIST_RESTARTS"
+"""The restarts so far (JSON list of {"cause", "epoch"}), for rank 0's train_result.json."""
+
+
+def preempt_flag(folder: str) -> str:
+    return os.path.join(folder, "preempt")
+
+
+def saved_flag(folder: str) -> str:
+    return os.path.join(folder, "saved")
+
+
+def restarts_from(env) -> list:
+    """What the supervisor passed in RESTARTS_VAR; [] when absent or not a list."""
+    try:
+        value = json.loads(env.get(RESTARTS_VAR, "[]"))
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+class Control:
+    """The folder, created on entry and removed on exit."""
+
+    def __enter__(self) -> "Control":
+        self.folder = tempfile.mkdtemp(prefix="paddledist-control-")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def env(self, restarts: list) -> dict[str, str]:
+        return {CONTROL_VAR: self.folder, RESTARTS_VAR: json.dumps(restarts)}
+
+    def request(self) -> None:
+        open(preempt_flag(self.folder), "a").close()
+
+    def requested(self) -> bool:
+        return os.path.exists(preempt_flag(self.folder))
+
+    def saved(self) -> bool:
+        return os.path.exists(saved_flag(self.folder))
+
+    def reset(self) -> None:
+        for path in (preempt_flag(self.folder), saved_flag(self.folder)):
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def latest_progress(output: str) -> Optional[dict]:
+    """{"epoch", "step_in_epoch"} of <output>/latest (its info.json), or None without one (on this machine)."""
+    try:
+        with open(os.path.join(output, "latest", "latest.info.json")) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return {"epoch": info.get("epoch", 0), "step_in_epoch": info.get("step_in_epoch", 0)}
