@@ -32,8 +32,10 @@ def test_valid_list_keeps_rank_order_and_canonicalises():
 @pytest.mark.parametrize("entries, words", [
     (["10.0.0.1", ""], ["entry 2", "empty"]),
     (["10.0.0.1", None], ["entry 2", "empty"]),
-    (["10.0.0.1", "node-b"], ["entry 2", "'node-b'", "not an IP address"]),
-    (["10.0.0.1", "10.0.0.300"], ["'10.0.0.300'", "not an IP address"]),
+    (["10.0.0.1", "node-b.invalid"], ["entry 2", "host name 'node-b.invalid' does not resolve", "/etc/hosts"]),
+    (["10.0.0.1", "10.0.0.300"], ["'10.0.0.300'", "neither an IPv4 address nor a host name"]),
+    (["10.0.0.1", "not a host!"], ["'not a host!'", "neither an IPv4 address nor a host name"]),
+    (["10.0.0.1", "localhost"], ["'localhost' (resolved from", "loopback", "/etc/hosts"]),
     (["10.0.0.1", "10.0.0.2", "10.0.0.1"], ["10.0.0.1 twice", "entries 1 and 3"]),
     (["127.0.0.1", "10.0.0.2"], ["entry 1", "loopback"]),
     (["10.0.0.1", "0.0.0.0"], ["'0.0.0.0'", "not a machine's address"]),

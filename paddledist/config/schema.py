@@ -14,6 +14,7 @@ MODES = ("check_dataset", "train", "evaluate", "export", "predict")
 GRAD_SYNC = ("auto", "reducer", "shm", "flat")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
+LAUNCH_STYLES = ("ips", "master")
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,13 @@ class TrainConfig:
     """(PaddleX) PaddleClas training config to start from; accepted, no effect here (the model registry supplies it)."""
     heartbeat_timeout: float = 60.0
     """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
+    # --- machines from a master address or a scheduler (docs/multi_machine.md) ---
+    dist_master: Optional[str] = None
+    """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The machines' own preflight runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given."""
+    nnodes: Optional[int] = None
+    """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes); null with Train.dist_ips (the list is the count)."""
+    launch_style: str = "ips"
+    """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
 
 
 @dataclass(frozen=True)
