@@ -28,17 +28,22 @@ def nodes_mismatch(who: str, mine: dict, theirs: dict) -> Optional[str]:
     if theirs.get("agreed") != mine.get("agreed") or theirs.get("style") != mine.get("style"):
         return (f"{who} names the machines with {theirs.get('origin')} (launch style {theirs.get('style')}), node 0 "
                 f"with {mine.get('origin')} (launch style {mine.get('style')}); run the same config on every machine")
-    if theirs.get("names") != mine.get("names"):
-        return (f"{who} has machines {_show(theirs.get('names'))}, node 0 has {_show(mine.get('names'))}; "
-                "run the same config on every machine")
     a, b = mine["nodes"], theirs.get("nodes")
     if not isinstance(b, list) or len(b) != len(a):
-        return f"{who} counts {_show(b)} machines, node 0 {len(a)}; run the same config on every machine"
-    known = range(len(a)) if mine.get("agreed") else range(1)  # before agreeing, only the master is shared
-    for k in known:
-        if a[k] != b[k]:
-            name = (mine.get("names") or a)[k] if mine.get("agreed") else mine["names"][0]
-            return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
+        count = len(b) if isinstance(b, list) else b
+        return f"{who} counts {count} machines, node 0 {len(a)}; run the same config on every machine"
+    if not mine.get("agreed"):  # only the master is known to all; its name may differ (Kubeflow: IP vs pod name)
+        if a[0] != b[0]:
+            return (f"{who} meets the master at {b[0]} (from {_show(theirs.get('names'))}), node 0 is {a[0]}; "
+                    f"{_FIX_NAMES}")
+    elif theirs.get("names") != mine.get("names"):
+        return (f"{who} has machines {_show(theirs.get('names'))}, node 0 has {_show(mine.get('names'))}; "
+                "run the same config on every machine")
+    else:
+        for k in range(len(a)):
+            if a[k] != b[k]:
+                name = (mine.get("names") or a)[k]
+                return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
     if theirs.get("master_port") != mine.get("master_port"):
         return f"{who} uses master port {theirs.get('master_port')}, node 0 {mine.get('master_port')}"
     return None
