@@ -134,14 +134,15 @@ def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.
                        port=port, job_id="t", peer_timeout=timeout, source="test")
 
 
-def run_nodes(*plans: ClusterPlan, facts=None) -> list:
-    """Preflight every plan in its own thread; the result per node is None or the UserError message.
-    `facts`: per-node fingerprints."""
+def run_nodes(*plans: ClusterPlan, facts=None, keep=lambda peers: None) -> list:
+    """Preflight every plan in its own thread; the result per node is `keep(peers)` (None by default) or the
+    UserError message. `facts`: per-node fingerprints."""
     results: list = [None] * len(plans)
 
     def one(i: int) -> None:
         try:
             peers = preflight(plans[i], facts[i] if facts else None)
+            results[i] = keep(peers)
             if peers is not None:
                 peers.close()
         except UserError as e:

@@ -4,12 +4,11 @@ addresses). The real multi-host runs are in tests/test_multihost_sched.py."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from conftest import free_port
+from test_cluster import run_nodes
 
-from paddledist.cluster import ClusterPlan, LocalAddress, plan, preflight
+from paddledist.cluster import ClusterPlan, LocalAddress, plan
 from paddledist.cluster.rendezvous import nodes_mismatch
 from paddledist.cluster.sources import find_source
 from paddledist.config import DeviceSpec, load
@@ -95,7 +94,8 @@ def test_a_platform_list_takes_the_platforms_rank_and_checks_it_against_the_inte
     p = plan(cfg(), local=LAN, env=SLURM)
     assert (p.nodes, p.node_rank, p.ifname) == (("10.0.0.1", "10.0.0.2"), 1, "eth0")
     assert "rank from SLURM_NODEID" in p.summary()
-    with pytest.raises(UserError, match=r"makes this machine node 0 \(10.0.0.1, 10.0.0.1\), but it holds 10.0.0.2"):
+    with pytest.raises(UserError, match=r"SLURM_NODEID=0 makes this machine node 0 \(10.0.0.1\), but it holds "
+                                        r"10.0.0.2"):
         plan(cfg(), local=LAN, env={**SLURM, "SLURM_NODEID": "0"})
     assert plan(cfg(), local=LAN, env=OPERATOR).node_rank == 1
 
@@ -148,23 +148,8 @@ def master_node(address: str, port: int, nnodes: int, rank=None, timeout: int = 
 
 
 def meet(*plans: ClusterPlan) -> list:
-    """Preflight every plan in its own thread: the agreed (nodes, node_rank), or the UserError message."""
-    results: list = [None] * len(plans)
-
-    def one(i: int) -> None:
-        try:
-            peers = preflight(plans[i])
-            results[i] = (peers.plan.nodes, peers.plan.node_rank, peers.plan.agreed)
-            peers.close()
-        except UserError as e:
-            results[i] = str(e)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(plans))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    return results
+    """Preflight every plan in its own thread: the agreed (nodes, node_rank, agreed), or the UserError message."""
+    return run_nodes(*plans, keep=lambda peers: (peers.plan.nodes, peers.plan.node_rank, peers.plan.agreed))
 
 
 def test_ranks_follow_the_addresses_whatever_the_arrival_order():

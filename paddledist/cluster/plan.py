@@ -180,15 +180,16 @@ def _find_self(nodes: tuple[str, ...], local: Sequence[LocalAddress], node_ip: O
     held = sorted({a.address for a in local} & set(nodes), key=nodes.index)
     if source.rank is not None:
         if held and nodes[source.rank] not in held:
-            raise UserError(f"{source.origin} makes this machine node {source.rank} ({source.names[source.rank]}, "
-                            f"{nodes[source.rank]}), but it holds {', '.join(held)}; check the node list")
-        return source.rank, f"rank from {source.origin.split(' (')[0].split(' and ')[-1]}"
+            raise UserError(f"{source.rank_var}={source.rank} makes this machine node {source.rank} "
+                            f"({_listing(source.names[source.rank:source.rank + 1], nodes[source.rank:])}), but it "
+                            f"holds {', '.join(held)}; check {source.key}")
+        return source.rank, f"rank from {source.rank_var}"
     pod = _maybe_ip(pod_ip)
     if pod in nodes:  # platforms set POD_IP for every pod; it only counts when it is listed
         return nodes.index(pod), "POD_IP"
     if len(held) == 1:
         return nodes.index(held[0]), "matched a local interface"
-    listed = ",".join(source.names)
+    listed = _listing(source.names, nodes)
     if not held:
         raise UserError(f"this machine is not in {source.key} {listed}: its addresses are "
                         f"{_describe(local)}; add one of them to the list, or set -o Train.node_ip=<listed address>")
@@ -213,6 +214,11 @@ def _maybe_ip(text: Optional[str]) -> Optional[str]:
         return resolve(text.strip(), "address") if text else None
     except UserError:
         return None
+
+
+def _listing(names: Sequence[str], nodes: Sequence[str]) -> str:
+    """`node1 (10.0.0.1),node2 (10.0.0.2)` for host names, the plain list for addresses."""
+    return ",".join(n if n == ip else f"{n} ({ip})" for n, ip in zip(names, nodes))
 
 
 def _ifname_of(address: str, local: Sequence[LocalAddress]) -> Optional[str]:

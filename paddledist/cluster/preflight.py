@@ -85,8 +85,10 @@ def _address(mine: dict, node: object) -> str:
 
 
 def check_ports_free(plan: ClusterPlan) -> None:
-    """Node 0 serves the preflight on Train.port and rank 0 paddle's TCP store on Train.port + 1."""
-    second = (plan.master_port, "paddle's --master port") if plan.style == "master" else (plan.port + 1, "Train.port + 1")
+    """Node 0 serves the preflight on Train.port, and rank 0 paddle's TCP store on Train.port + 1 (ips style) or
+    its launcher paddle's master on the master port (master style)."""
+    second = ((plan.master_port, "paddle's --master port") if plan.style == "master"
+              else (plan.port + 1, "Train.port + 1"))
     for port, what in ((plan.port, "Train.port"), second):
         error = ports.bind_error(port)
         if error is not None:

@@ -36,7 +36,9 @@ class Source:
     master: Optional[str] = None
     """host:port of paddle's master when given (Train.dist_master, PADDLE_MASTER)."""
     rank: Optional[int] = None
-    """This node's rank when the platform says it (SLURM_NODEID, PADDLE_TRAINER_ID)."""
+    """This node's rank when the platform says it."""
+    rank_var: str = ""
+    """The variable that gave `rank` (SLURM_NODEID, PADDLE_TRAINER_ID), for messages."""
     origin: str = "Train.dist_ips"
     """What named the machines, for the log."""
     key: str = "Train.dist_ips"
@@ -81,6 +83,8 @@ def _from_config(cfg: Config) -> Optional[Source]:
         if train.nnodes is None:
             raise UserError("Train.dist_master needs Train.nnodes, the number of machines; "
                             "e.g. -o Train.dist_master=node1:36543 -o Train.nnodes=2")
+        if train.nnodes == 1:
+            return None  # one machine: nothing to meet
         return Source("master", (), train.nnodes, master=train.dist_master, origin="Train.dist_master",
                       key="Train.dist_master")
     if train.nnodes is not None and train.nnodes > 1:
@@ -131,8 +135,8 @@ def _paddle_operator(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:
     rank = env["PADDLE_TRAINER_ID"].strip()
     if not rank.isdigit() or int(rank) >= len(names):
         raise UserError(f"PADDLE_TRAINER_ID={rank!r} is not a machine of {key}={hosts}")
-    return Source(cfg.Train.launch_style, names, len(names), rank=int(rank), key=key,
-                  origin=f"{key} and PADDLE_TRAINER_ID (paddle-operator)")
+    return Source(cfg.Train.launch_style, names, len(names), rank=int(rank), rank_var="PADDLE_TRAINER_ID",
+                  key=key, origin=f"{key} and PADDLE_TRAINER_ID (paddle-operator)")
 
 
 def _slurm(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:
@@ -146,5 +150,5 @@ def _slurm(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:
     if tasks.isdigit() and int(tasks) != len(names):
         raise UserError(f"SLURM_NTASKS={tasks} on {len(names)} nodes: start one task per node "
                         "(srun --ntasks-per-node=1; paddle's launcher starts the processes of each node)")
-    return Source(cfg.Train.launch_style, names, len(names), rank=node, key="SLURM_JOB_NODELIST",
-                  origin="SLURM_JOB_NODELIST and SLURM_NODEID (Slurm)")
+    return Source(cfg.Train.launch_style, names, len(names), rank=node, rank_var="SLURM_NODEID",
+                  key="SLURM_JOB_NODELIST", origin="SLURM_JOB_NODELIST and SLURM_NODEID (Slurm)")
