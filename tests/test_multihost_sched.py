@@ -79,6 +79,12 @@ def test_dry_run_shows_the_master_form(netns_hosts, tmp_path):  # noqa: F811
     assert done.returncode == 0, done.stdout + done.stderr
     a, b = hosts.addresses
     assert f"-m paddle.distributed.launch --master {a}:6171 --nnodes 2 --rank 1 --host {b}" in done.stdout
+    kubeflow = {**os.environ, "PADDLE_MASTER": f"{a}:36543", "PADDLE_NNODES": "2"}
+    done = hosts.run(1, argv_for(tmp_path, "dry")(1) + ["--dry-run"], timeout=60, cwd=str(tmp_path), env=kubeflow)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"--master {a}:36543 --nnodes 2 --rank 1 --host {b}" in done.stdout
+    assert f"--rank 1 is provisional: node 0 ({a}) assigns this node's rank at the rendezvous" in done.stdout
+    assert "unset PADDLE_MASTER" in done.stdout.splitlines()
 
 
 def test_kubeflow_paddlejob_variables_alone(netns_hosts, tmp_path):  # noqa: F811
@@ -135,3 +141,14 @@ def test_a_name_resolving_differently_stops_both_hosts_naming_it(netns_hosts, tm
         assert code == 2, f"host {i}:\n{output[-3000:]}"
         assert f"'node2' resolves to {other} there, to {b} on node 0" in output, output[-3000:]
         assert "Traceback" not in output
+
+
+def test_a_name_with_only_an_ipv6_address_is_refused(netns_hosts, tmp_path):  # noqa: F811
+    hosts = netns_hosts(1)
+    hosts.hosts_file(0, {"node1": hosts.addresses[0], "v6only": "fd00::2"})
+    argv = argv_for(tmp_path, "v6", "Train.dist_ips=node1,v6only")(0) + ["--dry-run"]
+    done = hosts.run(0, argv, timeout=60, cwd=str(tmp_path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert ("Train.dist_ips entry 2 host name 'v6only' resolves only to IPv6 (fd00::2) on this machine; "
+            "paddle.distributed.launch needs IPv4") in done.stderr
+    assert "Traceback" not in done.stderr

@@ -57,7 +57,8 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         if not plan.agreed:  # master-address mode: the rendezvous has just placed every node
             plan = peers.plan
             argv, env = build(cfg, plan, script, script_args, os.environ)
-            print(f"paddledist: {plan.summary()}", flush=True)
+            if plan.node_rank != 0:
+                print(f"paddledist: {plan.summary()}", flush=True)
         return run(argv, env, plan, peers=peers.start())
     finally:
         peers.close()
