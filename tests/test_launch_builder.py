@@ -161,6 +161,14 @@ def test_is_first_machine():
     assert is_first_machine(load(None, two + ["Train.node_ip=10.0.0.1"]), {})
     assert not is_first_machine(load(None, two + ["Train.node_ip=10.0.0.2"]), {})
     assert not is_first_machine(load(None, two), {"POD_IP": "10.0.0.2"})
+    master = load(None, ["Train.dist_master=10.0.0.1:36543", "Train.nnodes=2"])
+    assert is_first_machine(master, {"POD_IP": "10.0.0.1"})  # it holds the master's address
+    assert not is_first_machine(master, {"POD_IP": "10.0.0.2"})
+    kubeflow = {"PADDLE_MASTER": "10.0.0.1:36543", "PADDLE_NNODES": "2"}
+    assert is_first_machine(load(None, []), {**kubeflow, "POD_IP": "10.0.0.1"})
+    assert not is_first_machine(load(None, []), {**kubeflow, "POD_IP": "10.0.0.2"})
+    slurm = {"SLURM_JOB_NODELIST": "10.0.0.[1-2]", "SLURM_NNODES": "2"}
+    assert not is_first_machine(load(None, []), {**slurm, "SLURM_NODEID": "1"})
 
 
 # PaddleX's other card kinds: the launcher picks cards with --devices as for gpu, and the card's collective
