@@ -61,12 +61,12 @@ def test_host_names_and_both_launch_styles_give_the_same_ranks_and_parameters(ne
     name_hosts(hosts)
     ips = train(hosts, tmp_path, "ips", "Train.dist_ips=node1,node2")
     master = train(hosts, tmp_path, "master", "Train.dist_ips=node1,node2", "Train.launch_style=master")
-    a, b = hosts.addresses
     for i, output in ips.items():
         assert f"this node = node {i} of 2 ({hosts.addresses[i]} on eth0, matched a local interface; rank {i}" \
             in output and "machines from Train.dist_ips" in output
         assert f"this node = node {i} of 2 ({hosts.addresses[i]} on eth0" in master[i]
-    assert f"--ips {a},{b} --start_port 6171" not in master[1]
+        # paddle's launcher syncs peers through its master only in the --master form (collective.py build_pod)
+        assert "Waiting peer start" in master[i] and "Waiting peer start" not in ips[i]
     assert digests(tmp_path, "ips") == digests(tmp_path, "master")
     assert len(set(digests(tmp_path, "ips"))) == 1
 
