@@ -13,6 +13,7 @@ Pure: reads only the mapping it is given; no DNS (plan.py resolves).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -63,8 +64,6 @@ def machine_count(cfg: Config, env: Mapping[str, str]) -> int:
 
 
 def _with_note(source: Source, note: str) -> Source:
-    import dataclasses
-
     return dataclasses.replace(source, note=note)
 
 
