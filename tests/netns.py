@@ -64,6 +64,16 @@ class NetnsHosts:
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
 
+    def hosts_file(self, host: int, entries: Mapping[str, str]) -> None:
+        """Give host `host` its own /etc/hosts ({name: address}): `ip netns exec` bind-mounts
+        /etc/netns/<namespace>/hosts over /etc/hosts for what runs there, so names resolve per host."""
+        folder = os.path.join("/etc/netns", self.namespaces[host])
+        os.makedirs(folder, exist_ok=True)
+        self._created.insert(0, ("dir", folder))  # removed last, after the namespace's processes
+        lines = ["127.0.0.1 localhost"] + [f"{address} {name}" for name, address in entries.items()]
+        with open(os.path.join(folder, "hosts"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
     def command(self, host: int, argv: Sequence[str]) -> list[str]:
         return ["ip", "netns", "exec", self.namespaces[host], *argv]
 
@@ -84,7 +94,9 @@ class NetnsHosts:
         for proc in self._procs:
             _kill_group(proc.pid)
         for kind, name in reversed(self._created):
-            if kind == "netns":
+            if kind == "dir":
+                shutil.rmtree(name, ignore_errors=True)
+            elif kind == "netns":
                 _kill_namespace_processes(name)
                 subprocess.run(["ip", "netns", "del", name], capture_output=True)
             else:

@@ -86,8 +86,11 @@ def snapshot(root: Path) -> dict:
 
 # (id, overrides (with {real}, {text}, {cut}, {port}, {pid} filled in), fragments of the one line, --dry-run?)
 CASES = [
-    ("dist_ips not an address", [f"Train.dist_ips={A},node-b"],
-     ["Train.dist_ips entry 2 'node-b' is not an IP address", "list addresses, not host names"], False),
+    ("dist_ips name that does not resolve", [f"Train.dist_ips={A},node-b.invalid"],
+     ["Train.dist_ips entry 2 host name 'node-b.invalid' does not resolve on this machine", "/etc/hosts"], False),
+    ("dist_ips garbage", [f"Train.dist_ips={A},node b!"],
+     ["Train.dist_ips entry 2 'node b!' is neither an IPv4 address nor a host name"], False),
+    ("dist_master without nnodes", [f"Train.dist_master={A}:36543"], ["Train.dist_master needs Train.nnodes"], False),
     ("dist_ips duplicate", [f"Train.dist_ips={A},{B},{A}"],
      [f"Train.dist_ips lists {A} twice (entries 1 and 3)"], False),
     ("dist_ips empty entry", [f"Train.dist_ips={A},,{B}"], ["Train.dist_ips has an empty entry"], False),

@@ -32,8 +32,10 @@ def test_valid_list_keeps_rank_order_and_canonicalises():
 @pytest.mark.parametrize("entries, words", [
     (["10.0.0.1", ""], ["entry 2", "empty"]),
     (["10.0.0.1", None], ["entry 2", "empty"]),
-    (["10.0.0.1", "node-b"], ["entry 2", "'node-b'", "not an IP address"]),
-    (["10.0.0.1", "10.0.0.300"], ["'10.0.0.300'", "not an IP address"]),
+    (["10.0.0.1", "node-b.invalid"], ["entry 2", "host name 'node-b.invalid' does not resolve", "/etc/hosts"]),
+    (["10.0.0.1", "10.0.0.300"], ["'10.0.0.300'", "neither an IPv4 address nor a host name"]),
+    (["10.0.0.1", "not a host!"], ["'not a host!'", "neither an IPv4 address nor a host name"]),
+    (["10.0.0.1", "localhost"], ["'localhost' (resolved from", "loopback", "/etc/hosts"]),
     (["10.0.0.1", "10.0.0.2", "10.0.0.1"], ["10.0.0.1 twice", "entries 1 and 3"]),
     (["127.0.0.1", "10.0.0.2"], ["entry 1", "loopback"]),
     (["10.0.0.1", "0.0.0.0"], ["'0.0.0.0'", "not a machine's address"]),
@@ -132,14 +134,15 @@ def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.
                        port=port, job_id="t", peer_timeout=timeout, source="test")
 
 
-def run_nodes(*plans: ClusterPlan, facts=None) -> list:
-    """Preflight every plan in its own thread; the result per node is None or the UserError message.
-    `facts`: per-node fingerprints."""
+def run_nodes(*plans: ClusterPlan, facts=None, keep=lambda peers: None) -> list:
+    """Preflight every plan in its own thread; the result per node is `keep(peers)` (None by default) or the
+    UserError message. `facts`: per-node fingerprints."""
     results: list = [None] * len(plans)
 
     def one(i: int) -> None:
         try:
             peers = preflight(plans[i], facts[i] if facts else None)
+            results[i] = keep(peers)
             if peers is not None:
                 peers.close()
         except UserError as e:

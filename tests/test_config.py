@@ -28,6 +28,7 @@ SCHEMA_KEYS = {
     "Train.clip_grad_norm", "Train.scale_lr", "Train.accum_steps",
     "Train.amp", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",
     "Train.heartbeat_interval", "Train.heartbeat_timeout", "Train.max_restarts", "Train.preempt_grace",
+    "Train.dist_master", "Train.nnodes", "Train.launch_style",
     "Evaluate.weight_path", "Evaluate.log_interval",
     "Export.weight_path",
     "Predict.batch_size", "Predict.model_dir", "Predict.input", "Predict.kernel_option.run_mode",

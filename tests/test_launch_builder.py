@@ -97,9 +97,17 @@ def test_command_line_is_one_shell_quoted_line():
     assert command_line(["py", "x.py", "-o", "Global.output=my out"]) == "py x.py -o 'Global.output=my out'"
 
 
-def test_in_worker_needs_both_paddle_worker_variables():
-    assert in_worker({"PADDLE_TRAINER_ID": "0", "PADDLE_TRAINERS_NUM": "2"})
+WORKER = {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "PADDLE_RANK_IN_NODE": "0"}
+"""What paddle's launcher sets for a worker (with more)."""
+OPERATOR_POD = {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "PADDLE_TRAINERS": "10.0.0.1,10.0.0.2",
+                "POD_IP": "10.0.0.2"}
+"""What paddle-operator sets for a pod: a machine that still launches, not a worker."""
+
+
+def test_in_worker_needs_the_launchers_worker_variables():
+    assert in_worker(WORKER)
     assert not in_worker({"PADDLE_TRAINER_ID": "0"})
+    assert not in_worker(OPERATOR_POD)
     assert not in_worker({})
 
 
@@ -110,8 +118,15 @@ def test_in_worker_needs_both_paddle_worker_variables():
     (["Global.device=gpu:0,1"], {}, True),
     (["Train.dist_ips=10.0.0.1"], {}, False),
     (["Train.dist_ips=10.0.0.1,10.0.0.2"], {}, True),  # one device per node still means several processes
-    (["Train.dist_ips=10.0.0.1,10.0.0.2"], {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2"}, False),
-    (["Global.device=gpu:0,1"], {"PADDLE_TRAINER_ID": "0", "PADDLE_TRAINERS_NUM": "2"}, False),
+    (["Train.dist_ips=10.0.0.1,10.0.0.2"], WORKER, False),
+    (["Global.device=gpu:0,1"], WORKER, False),
+    (["Train.dist_master=10.0.0.1:36543", "Train.nnodes=2"], {}, True),
+    (["Train.dist_master=10.0.0.1:36543", "Train.nnodes=1"], {}, False),
+    ([], {"PADDLE_MASTER": "job-worker-0:36543", "PADDLE_NNODES": "2"}, True),  # Kubeflow
+    ([], OPERATOR_POD, True),  # paddle-operator
+    ([], {"SLURM_JOB_NODELIST": "node[01-02]", "SLURM_NNODES": "2", "SLURM_NODEID": "1"}, True),
+    ([], {"SLURM_JOB_NODELIST": "node01", "SLURM_NNODES": "1", "SLURM_NODEID": "0"}, False),
+    ([], {"SLURM_JOB_NODELIST": "node[01-02]", "SLURM_NNODES": "2"}, False),  # a shell in salloc, not srun
 ])
 def test_needs_launch(overrides, env, expected):
     assert needs_launch(load(None, overrides), env) is expected
@@ -146,6 +161,14 @@ def test_is_first_machine():
     assert is_first_machine(load(None, two + ["Train.node_ip=10.0.0.1"]), {})
     assert not is_first_machine(load(None, two + ["Train.node_ip=10.0.0.2"]), {})
     assert not is_first_machine(load(None, two), {"POD_IP": "10.0.0.2"})
+    master = load(None, ["Train.dist_master=10.0.0.1:36543", "Train.nnodes=2"])
+    assert is_first_machine(master, {"POD_IP": "10.0.0.1"})  # it holds the master's address
+    assert not is_first_machine(master, {"POD_IP": "10.0.0.2"})
+    kubeflow = {"PADDLE_MASTER": "10.0.0.1:36543", "PADDLE_NNODES": "2"}
+    assert is_first_machine(load(None, []), {**kubeflow, "POD_IP": "10.0.0.1"})
+    assert not is_first_machine(load(None, []), {**kubeflow, "POD_IP": "10.0.0.2"})
+    slurm = {"SLURM_JOB_NODELIST": "10.0.0.[1-2]", "SLURM_NNODES": "2"}
+    assert not is_first_machine(load(None, []), {**slurm, "SLURM_NODEID": "1"})
 
 
 # PaddleX's other card kinds: the launcher picks cards with --devices as for gpu, and the card's collective

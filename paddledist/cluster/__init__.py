@@ -1,4 +1,5 @@
-"""Cluster: Train.dist_ips checks, this machine's address and interface (no DNS), the ClusterPlan, preflight.
+"""Cluster: the job's machines (Train.dist_ips with host names resolved, a master address, a platform's
+variables), this machine's address and interface (from its interfaces), the ClusterPlan, preflight.
 
 Imports nothing of paddle: it must start fast and work where paddle's GPU build is absent.
 """
@@ -9,6 +10,7 @@ from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.interfaces import LocalAddress, local_addresses
 from paddledist.cluster.plan import ClusterPlan, plan
 from paddledist.cluster.preflight import preflight
+from paddledist.cluster.sources import machine_count
 
-__all__ = ["ClusterPlan", "LocalAddress", "Peers", "fingerprint", "local_addresses", "plan", "preflight",
-           "validate_dist_ips"]
+__all__ = ["ClusterPlan", "LocalAddress", "Peers", "fingerprint", "local_addresses", "machine_count", "plan",
+           "preflight", "validate_dist_ips"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from paddledist.cluster.addresses import normalise_ip, validate_dist_ips
+from paddledist.cluster.addresses import check_address, resolve, validate_dist_ips
 from paddledist.cluster.interfaces import LocalAddress, local_addresses
+from paddledist.cluster.sources import Source, find_source
 from paddledist.config import Config, DeviceSpec, parse_device
 from paddledist.config.schema import TrainConfig
 from paddledist.errors import UserError
@@ -39,6 +41,19 @@ class ClusterPlan:
     """Train.heartbeat_interval: seconds between the supervisors' heartbeats."""
     heartbeat_timeout: float = TrainConfig.heartbeat_timeout
     """Train.heartbeat_timeout: seconds of silence before a machine is declared lost."""
+    style: str = "ips"
+    """How paddle's launcher is told the machines: ips (--ips list) or master (--master, --nnodes, --rank)."""
+    master_port: int = 0
+    """paddle's --master port on nodes[0] (master style): the given one, else Train.port + 1."""
+    names: tuple = ()
+    """The machines as given (host names, addresses, or the master's host:port), for messages."""
+    origin: str = "Train.dist_ips"
+    """What named the machines (a config key or a platform's variables), for the start-up log."""
+    agreed: bool = True
+    """False until the rendezvous has placed every node (master address without a list); `nodes` then holds
+    only the master's address and this machine's own."""
+    platform_rank: Optional[int] = None
+    """This node's rank as the platform gave it (SLURM_NODEID, PADDLE_TRAINER_ID), or None."""
 
     @property
     def host(self) -> str:
@@ -66,49 +81,128 @@ class ClusterPlan:
         nic = f"on {self.ifname}" if self.ifname else "interface unknown"
         first, last = self.ranks[0], self.ranks[-1]
         ranks = f"rank {first}" if first == last else f"ranks {first}..{last}"
+        if not self.agreed and self.node_rank != 0:
+            return (f"this node = a node of {self.nnodes} ({self.host} {nic}, {self.source}; world size "
+                    f"{self.world_size}); machines from {self.origin}")
+        origin = f"; machines from {self.origin}" if self.nnodes > 1 else ""
         return (f"this node = node {self.node_rank} of {self.nnodes} ({self.host} {nic}, {self.source}; "
-                f"{ranks} of world size {self.world_size})")
+                f"{ranks} of world size {self.world_size}){origin}")
 
 
 def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
          env: Optional[Mapping[str, str]] = None) -> ClusterPlan:
-    """Validate Train.dist_ips and find this machine in it; `local`/`env` default to the real ones."""
+    """Find the job's machines (config, else a platform's variables), resolve them and place this machine among
+    them; `local`/`env` default to the real ones."""
     local = tuple(local_addresses() if local is None else local)
     env = os.environ if env is None else env
-    if cfg.Train.dist_ips:
-        nodes = validate_dist_ips(cfg.Train.dist_ips)
-        node_rank, source = _find_self(nodes, local, cfg.Train.node_ip, env.get("POD_IP"))
+    source = find_source(cfg, env)
+    if source is None:
+        nodes, node_rank, how = (LOCAL_HOST,), 0, "single machine, no Train.dist_ips"
+        source = Source("ips", (LOCAL_HOST,), 1, origin="one machine")
+    elif source.names:
+        nodes = validate_dist_ips(source.names, source.key)
+        node_rank, how = _find_self(nodes, local, cfg.Train.node_ip, env.get("POD_IP"), source)
     else:
-        nodes, node_rank, source = (LOCAL_HOST,), 0, "single machine, no Train.dist_ips"
+        nodes, node_rank, how = _master_side(source, local, cfg.Train.node_ip, env.get("POD_IP"))
+    master_port = _master_port(source, cfg.Train.port)
     return ClusterPlan(nodes=nodes, node_rank=node_rank, ifname=_ifname_of(nodes[node_rank], local),
                        device=parse_device(cfg.Global.device), port=cfg.Train.port, job_id=cfg.Train.job_id,
-                       peer_timeout=cfg.Train.peer_timeout, source=source,
-                       heartbeat_interval=cfg.Train.heartbeat_interval, heartbeat_timeout=cfg.Train.heartbeat_timeout)
+                       peer_timeout=cfg.Train.peer_timeout, source=how,
+                       heartbeat_interval=cfg.Train.heartbeat_interval, heartbeat_timeout=cfg.Train.heartbeat_timeout,
+                       style=source.style, master_port=master_port, names=source.names or (source.master,),
+                       origin=source.origin + (f"; {source.note}" if source.note else ""),
+                       agreed=bool(source.names), platform_rank=source.rank)
+
+
+def _master_port(source: Source, port: int) -> int:
+    """paddle's --master port: the one given, else Train.port + 1 on the first machine of a list."""
+    if not source.master:
+        return port + 1
+    text = source.master.rsplit(":", 1)[1]
+    if not text.isdigit() or not 0 < int(text) < 65536 or int(text) == port:
+        raise UserError(f"{source.key}={source.master}: the port must be a free TCP port other than Train.port "
+                        f"({port}), where the machines' preflight meets; choose another for either")
+    return int(text)
+
+
+def _master_side(source: Source, local: Sequence[LocalAddress], node_ip: Optional[str],
+                 pod_ip: Optional[str]) -> tuple[tuple[str, ...], int, str]:
+    """Nodes known before the rendezvous: the master's address as node 0 and this machine's own address at its
+    rank (the platform's, 0 on the master, else provisional until node 0 assigns it)."""
+    host = source.master.rsplit(":", 1)[0].strip("[]")
+    master = check_address(host, f"{source.key} host", multi=source.nnodes > 1)
+    mine, how = _own_address(master, local, node_ip, pod_ip)
+    if mine == master:
+        if source.rank not in (None, 0):
+            raise UserError(f"this machine holds the master address {master} but the platform gives it rank "
+                            f"{source.rank}; the master's machine is node 0")
+        rank = 0
+    elif source.rank == 0:
+        raise UserError(f"the platform makes this machine node 0, but the master address {master} is not one of "
+                        "its addresses; point the master at the first machine")
+    else:
+        rank = source.rank or 1
+        how += "; node rank agreed at the rendezvous" if source.rank is None else "; node rank from the platform"
+    nodes = [master] + [""] * (source.nnodes - 1)
+    nodes[rank] = mine
+    return tuple(nodes), rank, how
+
+
+def _own_address(master: str, local: Sequence[LocalAddress], node_ip: Optional[str],
+                 pod_ip: Optional[str]) -> tuple[str, str]:
+    """Train.node_ip, else POD_IP, else the master's address when this machine holds it, else the address this
+    machine reaches the master from (the kernel's route choice; nothing is sent)."""
+    if node_ip:
+        return check_address(node_ip, "Train.node_ip", multi=True), "Train.node_ip"
+    if pod_ip:
+        return check_address(pod_ip.strip(), "POD_IP", multi=True), "POD_IP"
+    if master in {a.address for a in local}:
+        return master, "holds the master address"
+    return route_source(master), "the address it reaches the master from"
+
+
+def route_source(address: str) -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((address, 9))  # UDP connect only picks the route and source address
+        except OSError as e:
+            raise UserError(f"this machine has no route to the master {address} ({e.strerror}); check the network, "
+                            "or set -o Train.node_ip=<this machine's address>") from None
+        return probe.getsockname()[0]
 
 
 def _find_self(nodes: tuple[str, ...], local: Sequence[LocalAddress], node_ip: Optional[str],
-               pod_ip: Optional[str]) -> tuple[int, str]:
-    """Index of this machine in `nodes`: Train.node_ip, else POD_IP if listed, else the one local match."""
+               pod_ip: Optional[str], source: Source) -> tuple[int, str]:
+    """Index of this machine in `nodes`: Train.node_ip, else the platform's rank, else POD_IP if listed, else
+    the one local match."""
     if node_ip:
         return _listed(node_ip, nodes, "Train.node_ip"), "Train.node_ip"
+    held = sorted({a.address for a in local} & set(nodes), key=nodes.index)
+    if source.rank is not None:
+        if held and nodes[source.rank] not in held:
+            raise UserError(f"{source.rank_var}={source.rank} makes this machine node {source.rank} "
+                            f"({_listing(source.names[source.rank:source.rank + 1], nodes[source.rank:])}), but it "
+                            f"holds {', '.join(held)}; check {source.key}")
+        return source.rank, f"rank from {source.rank_var}"
     pod = _maybe_ip(pod_ip)
     if pod in nodes:  # platforms set POD_IP for every pod; it only counts when it is listed
         return nodes.index(pod), "POD_IP"
-    held = sorted({a.address for a in local} & set(nodes), key=nodes.index)
     if len(held) == 1:
         return nodes.index(held[0]), "matched a local interface"
+    listed = _listing(source.names, nodes)
     if not held:
-        raise UserError(f"this machine is not in Train.dist_ips {','.join(nodes)}: its addresses are "
+        raise UserError(f"this machine is not in {source.key} {listed}: its addresses are "
                         f"{_describe(local)}; add one of them to the list, or set -o Train.node_ip=<listed address>")
     mine = _describe([a for a in local if a.address in held])
-    raise UserError(f"this machine holds several Train.dist_ips addresses ({mine}); "
+    raise UserError(f"this machine holds several {source.key} addresses ({mine}); "
                     "say which node it is with -o Train.node_ip=<one of them>")
 
 
 def _listed(ip: str, nodes: tuple[str, ...], key: str) -> int:
     canonical = _maybe_ip(ip)
     if canonical is None:
-        raise UserError(f"{key}={ip!r} is not an IP address; set it to this machine's address in Train.dist_ips")
+        raise UserError(f"{key}={ip!r} is not an IP address or a host name that resolves here; set it to this "
+                        "machine's address in Train.dist_ips")
     if canonical not in nodes:
         raise UserError(f"{key}={ip} is not in Train.dist_ips {','.join(nodes)}; "
                         "set it to this machine's listed address")
@@ -117,9 +211,14 @@ def _listed(ip: str, nodes: tuple[str, ...], key: str) -> int:
 
 def _maybe_ip(text: Optional[str]) -> Optional[str]:
     try:
-        return normalise_ip(text) if text else None
-    except ValueError:
+        return resolve(text.strip(), "address") if text else None
+    except UserError:
         return None
+
+
+def _listing(names: Sequence[str], nodes: Sequence[str]) -> str:
+    """`node1 (10.0.0.1),node2 (10.0.0.2)` for host names, the plain list for addresses."""
+    return ",".join(n if n == ip else f"{n} ({ip})" for n, ip in zip(names, nodes))
 
 
 def _ifname_of(address: str, local: Sequence[LocalAddress]) -> Optional[str]:

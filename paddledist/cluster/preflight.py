@@ -10,12 +10,13 @@ node and what differs, instead of paddle's launcher blocking forever. Plain TCP 
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import socket
 import time
 from typing import Optional
 
-from paddledist.cluster import ports
+from paddledist.cluster import ports, rendezvous
 from paddledist.cluster.fingerprint import differences
 from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.plan import ClusterPlan
@@ -29,33 +30,41 @@ _MAX_SHOWN = 4
 
 
 def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers]:
-    """Return when every machine is present and agrees: the heartbeat links (not yet started), or None for a
-    one-machine job. Raise UserError naming what is wrong. `facts`: this node's fingerprint, compared too."""
+    """Return when every machine is present and agrees: the heartbeat links (not yet started; their `plan` is
+    the agreed one, with every node's rank in master-address mode), or None for a one-machine job. Raise
+    UserError naming what is wrong. `facts`: this node's fingerprint, compared too."""
     if plan.nnodes < 2:
         return None
     mine = hello(plan, facts)
     if plan.node_rank == 0:
         check_ports_free(plan)
-        links = _serve(plan, mine)
+        links, plan = _serve(plan, mine)
     else:
-        links = {0: _join(plan, mine)}
+        link, plan = _join(plan, mine)
+        links = {0: link}
     return Peers(plan, links, plan.heartbeat_interval, plan.heartbeat_timeout)
 
 
 def hello(plan: ClusterPlan, facts: Optional[dict] = None) -> dict:
-    """What a node says about itself; node 0 compares it with its own view."""
-    return {"job": plan.job_id, "nodes": list(plan.nodes), "node": plan.node_rank,
+    """What a node says about itself; node 0 compares it with its own view (the resolved machine list too)."""
+    return {"job": plan.job_id, "nodes": list(plan.nodes), "node": plan.node_rank, "names": list(plan.names),
+            "address": plan.host, "rank": plan.platform_rank, "agreed": plan.agreed, "style": plan.style,
+            "master_port": plan.master_port, "origin": plan.origin,
             "kind": plan.device.kind, "nproc": plan.nproc_per_node, "facts": facts or {}}
 
 
 def mismatch(mine: dict, theirs: dict) -> Optional[str]:
     """Why a joining node cannot be part of this job, or None."""
-    who = f"node {theirs.get('node')} ({_address(mine, theirs.get('node'))})"
-    for key, what in (("job", "Train.job_id"), ("nodes", "Train.dist_ips"), ("kind", "Global.device kind"),
+    who = (f"node {theirs.get('node')} ({_address(mine, theirs.get('node'))})" if mine.get("agreed", True)
+           else f"the machine at {theirs.get('address')}")
+    for key, what in (("job", "Train.job_id"), ("kind", "Global.device kind"),
                       ("nproc", "number of processes per machine (Global.device ids)")):
         if theirs.get(key) != mine.get(key):
             return (f"{who} has {what} {_show(theirs.get(key))}, node 0 has {_show(mine.get(key))}; "
                     "run the same config on every machine")
+    different = rendezvous.nodes_mismatch(who, mine, theirs)
+    if different:
+        return different
     if not isinstance(theirs.get("node"), int) or not 0 < theirs["node"] < len(mine["nodes"]):
         return f"a peer claims to be node {theirs.get('node')!r}, which is not a joining node"
     found = differences(mine.get("facts") or {}, theirs.get("facts") or {})
@@ -76,8 +85,11 @@ def _address(mine: dict, node: object) -> str:
 
 
 def check_ports_free(plan: ClusterPlan) -> None:
-    """Node 0 serves the preflight on Train.port and rank 0 paddle's TCP store on Train.port + 1."""
-    for port, what in ((plan.port, "Train.port"), (plan.port + 1, "Train.port + 1")):
+    """Node 0 serves the preflight on Train.port, and rank 0 paddle's TCP store on Train.port + 1 (ips style) or
+    its launcher paddle's master on the master port (master style)."""
+    second = ((plan.master_port, "paddle's --master port") if plan.style == "master"
+              else (plan.port + 1, "Train.port + 1"))
+    for port, what in ((plan.port, "Train.port"), second):
         error = ports.bind_error(port)
         if error is not None:
             held = ports.describe_holders(port) if error.errno == errno.EADDRINUSE else error.strerror
@@ -98,19 +110,26 @@ def _listen(port: int) -> socket.socket:
     return sock
 
 
-def _serve(plan: ClusterPlan, mine: dict) -> dict[int, LineSocket]:
+def _serve(plan: ClusterPlan, mine: dict) -> tuple[dict[int, LineSocket], ClusterPlan]:
     deadline = time.monotonic() + plan.peer_timeout
-    joined: dict[int, LineSocket] = {}
+    joined: dict = {}
+    hellos: dict = {}
     told: set = set()
     with _listen(plan.port) as server:
         try:
-            _gather(server, plan, mine, joined, told, deadline)
+            _gather(server, plan, mine, joined, hellos, told, deadline)
+            nodes = plan.nodes if plan.agreed else rendezvous.agree(plan, hellos)
         except UserError as e:
             _tell_everyone(server, plan, joined, told, deadline, {"ok": False, "error": str(e)})
             raise
-    for link in joined.values():
-        link.send({"ok": True})
-    return joined
+    if plan.agreed:
+        for link in joined.values():
+            link.send({"ok": True})
+        return joined, plan
+    links = {nodes.index(address): link for address, link in joined.items()}
+    for node, link in links.items():
+        link.send({"ok": True, "nodes": list(nodes), "node": node})
+    return links, dataclasses.replace(plan, nodes=nodes, agreed=True)
 
 
 def _accept(server: socket.socket, deadline: float) -> Optional[tuple[LineSocket, Optional[dict]]]:
@@ -128,7 +147,8 @@ def _accept(server: socket.socket, deadline: float) -> Optional[tuple[LineSocket
         return link, link.read(timeout=5.0)
 
 
-def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, told: set, deadline: float) -> None:
+def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, hellos: dict, told: set,
+            deadline: float) -> None:
     while len(joined) < plan.nnodes - 1:
         got = _accept(server, deadline)
         if got is None:
@@ -140,9 +160,10 @@ def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, 
         problem = mismatch(mine, theirs) or _duplicate(theirs, joined, plan)
         if problem:
             _answer(link, {"ok": False, "error": problem})
-            told.add(str(theirs.get("node")))
+            told.add(str(rendezvous.who_key(plan, theirs)))
             raise UserError(problem)
-        joined[theirs["node"]] = link
+        joined[rendezvous.who_key(plan, theirs)] = link
+        hellos[rendezvous.who_key(plan, theirs)] = theirs
 
 
 def _tell_everyone(server: socket.socket, plan: ClusterPlan, joined: dict, told: set, deadline: float,
@@ -152,15 +173,21 @@ def _tell_everyone(server: socket.socket, plan: ClusterPlan, joined: dict, told:
     told.update(map(str, joined))
     for link in joined.values():
         _answer(link, verdict)
-    while not set(map(str, range(1, plan.nnodes))) <= told:
+    while not _all_told(plan, told):
         got = _accept(server, deadline)
         if got is None:
             return
         link, theirs = got
         if theirs is not None:
-            told.add(str(theirs.get("node")))
+            told.add(str(rendezvous.who_key(plan, theirs)))
             _answer(link, verdict)
         link.close()
+
+
+def _all_told(plan: ClusterPlan, told: set) -> bool:
+    if not plan.agreed:  # nodes are known by address only: count them
+        return len(told) >= plan.nnodes - 1
+    return set(map(str, range(1, plan.nnodes))) <= told
 
 
 def _answer(link: LineSocket, message: dict) -> None:
@@ -173,7 +200,10 @@ def _answer(link: LineSocket, message: dict) -> None:
 
 
 def _duplicate(theirs: dict, joined: dict, plan: ClusterPlan) -> Optional[str]:
-    node = theirs["node"]
+    node = rendezvous.who_key(plan, theirs)
+    if not plan.agreed and (node in joined or node == plan.host):
+        return (f"two machines say they are {node}; give each machine its own address (POD_IP or "
+                "Train.node_ip)")
     if node in joined:
         return (f"two machines claim to be node {node} ({plan.nodes[node]}); give each machine its own "
                 "address in Train.dist_ips (or its own Train.node_ip)")
@@ -181,12 +211,17 @@ def _duplicate(theirs: dict, joined: dict, plan: ClusterPlan) -> Optional[str]:
 
 
 def _missing_message(plan: ClusterPlan, joined: dict) -> str:
+    if not plan.agreed:
+        came = f" (came: {', '.join(sorted(joined))})" if joined else ""
+        return (f"{plan.nnodes - 1 - len(joined)} of {plan.nnodes - 1} other machine(s) did not join within "
+                f"Train.peer_timeout={plan.peer_timeout}s{came}: start the same command there, and check they "
+                f"can reach {plan.nodes[0]}:{plan.port} over TCP")
     missing = [f"node {i} ({plan.nodes[i]})" for i in range(1, plan.nnodes) if i not in joined]
     return (f"{', '.join(missing)} did not join within Train.peer_timeout={plan.peer_timeout}s: start the same "
             f"command there, and check they can reach {plan.nodes[0]}:{plan.port} over TCP")
 
 
-def _join(plan: ClusterPlan, mine: dict) -> LineSocket:
+def _join(plan: ClusterPlan, mine: dict) -> tuple[LineSocket, ClusterPlan]:
     link = LineSocket(_connect(plan, time.monotonic() + plan.peer_timeout))
     try:
         link.send(mine)
@@ -201,7 +236,11 @@ def _join(plan: ClusterPlan, mine: dict) -> LineSocket:
                         f"{plan.peer_timeout}s; look at its output")
     if not reply.get("ok"):
         raise UserError(f"node 0 ({plan.nodes[0]}) reports: {reply.get('error')}")
-    return link
+    try:
+        return link, rendezvous.placed(plan, reply)
+    except UserError:
+        link.close()
+        raise
 
 
 def _connect(plan: ClusterPlan, deadline: float) -> socket.socket:

@@ -14,6 +14,7 @@ MODES = ("check_dataset", "train", "evaluate", "export", "predict")
 GRAD_SYNC = ("auto", "reducer", "shm", "flat")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
+LAUNCH_STYLES = ("ips", "master")
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,13 @@ class TrainConfig:
     """(paddledist) Times a multi-process job relaunches itself after a failed rank or a lost machine: every machine's supervisor ends its workers, waits (up to Train.peer_timeout) for all machines to meet again on Train.port and continues from <Global.output>/latest; 0: fail at once."""
     preempt_grace: float = 45.0
     """(paddledist) Seconds after SIGTERM or SIGUSR1 to a supervisor for every rank to save latest at the next step and exit (code 75) before the job is ended without it; keep it below Slurm's --signal=USR1@T."""
+    # --- machines from a master address or a scheduler (docs/multi_machine.md) ---
+    dist_master: Optional[str] = None
+    """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The machines' own preflight runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given."""
+    nnodes: Optional[int] = None
+    """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes); null with Train.dist_ips (the list is the count)."""
+    launch_style: str = "ips"
+    """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from paddledist.config.device import parse_device
-from paddledist.config.schema import GRAD_SYNC, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
+from paddledist.config.schema import GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -65,6 +65,7 @@ def validate(cfg: Config) -> None:
     parse_device(cfg.Global.device)
     _validate_split(cfg)
     _validate_dist_ips(cfg.Train.dist_ips)
+    _validate_master(cfg)
 
 
 def _validate_grad_sync(cfg: Config) -> None:
@@ -73,7 +74,7 @@ def _validate_grad_sync(cfg: Config) -> None:
         raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
     if sync in ("shm", "flat") and parse_device(cfg.Global.device).accelerator:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
-    if sync == "shm" and len(cfg.Train.dist_ips or ()) > 1:
+    if sync == "shm" and (len(cfg.Train.dist_ips or ()) > 1 or (cfg.Train.nnodes or 1) > 1):
         raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
 
 
@@ -107,3 +108,18 @@ def _validate_dist_ips(ips) -> None:
         raise UserError("Train.dist_ips is empty; list every machine's address, e.g. 10.0.0.1,10.0.0.2, or leave it unset")
     if any(not ip.strip() for ip in ips):
         raise UserError(f"Train.dist_ips has an empty entry in {','.join(ips)!r}; list addresses like 10.0.0.1,10.0.0.2")
+
+
+def _validate_master(cfg: Config) -> None:
+    """Shapes only; names are resolved (and the key pairs checked) when the cluster is planned."""
+    if cfg.Train.launch_style not in LAUNCH_STYLES:
+        raise UserError(f"Train.launch_style: unknown value {cfg.Train.launch_style!r}; use one of "
+                        f"{', '.join(LAUNCH_STYLES)}")
+    if cfg.Train.nnodes is not None and cfg.Train.nnodes < 1:
+        raise UserError(f"Train.nnodes must be >= 1, got {cfg.Train.nnodes}")
+    master = cfg.Train.dist_master
+    if master is None:
+        return
+    host, _, port = master.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"Train.dist_master={master!r} is not host:port; e.g. -o Train.dist_master=10.0.0.1:36543")

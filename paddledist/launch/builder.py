@@ -1,11 +1,13 @@
 """The launch command as a value: build(cfg, plan, ...) -> (argv, env). Pure: no I/O, no clock, no os.environ.
 
-    python -m paddle.distributed.launch [--ips A,B,C --start_port P+1] --host <this node>
-        (--nproc_per_node N | --devices 0,1) --job_id J --log_dir <output>/logs/<this node> script args...
+    python -m paddle.distributed.launch [--ips A,B,C --start_port P+1 | --master M:port --nnodes N --rank r]
+        --host <this node> (--nproc_per_node N | --devices 0,1) --job_id J --log_dir <output>/logs/<this node>
+        script args...
 
 With --ips (and no --master) paddle's launcher assigns node-major ranks from the list order and gives local
-rank i the endpoint <node>:P+1+i on every machine; the first endpoint is rank 0's store. Train.port itself is
-left for paddledist's preflight.
+rank i the endpoint <node>:P+1+i on every machine; the first endpoint is rank 0's store. With --master (launch
+style master) node 0 serves paddle's master on that port and every node passes the rank the preflight agreed,
+so the ranks are node-major in the same order. Train.port itself is left for paddledist's preflight.
 """
 
 from __future__ import annotations
@@ -26,10 +28,20 @@ PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PRO
 """Dropped for the workers: a proxy can capture the job's own TCP traffic between machines."""
 
 LAUNCHER_VARS = (
-    # paddle's launcher lets these override its command line (args_envs.env_args_mapping, collective_compatible)
+    # paddle's launcher lets these override its command line (args_envs.env_args_mapping, collective_compatible);
+    # platforms set several (Kubeflow: PADDLE_MASTER, PADDLE_NNODES, PADDLE_JOB_ID; paddle-operator: POD_IP,
+    # PADDLE_TRAINER_*): paddledist has read them already and passes what they mean on the command line.
     "POD_IP", "PADDLE_MASTER", "PADDLE_DEVICES", "PADDLE_NNODES", "PADDLE_NPROC_PER_NODE", "PADDLE_JOB_ID",
     "PADDLE_RANK", "PADDLE_LOG_DIR", "PADDLE_IPS", "PADDLE_START_PORT", "PADDLE_RUN_MODE", "PADDLE_LOG_OVERWRITE",
-    "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "DISTRIBUTED_TRAINER_ENDPOINTS",
+    "PADDLE_SORT_IP", "PADDLE_MAX_RESTART", "PADDLE_ELASTIC_LEVEL", "PADDLE_ELASTIC_TIMEOUT", "PADDLE_SERVER_NUM",
+    "PADDLE_TRAINER_NUM", "PADDLE_SERVERS_ENDPOINTS", "PADDLE_TRAINERS_ENDPOINTS", "PADDLE_GLOO_PORT",
+    "PADDLE_WITH_GLOO", "PADDLE_AUTO_PARALLEL_CONFIG", "PADDLE_AUTO_CLUSTER",
+    "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_TRAINERS",
+    "DISTRIBUTED_TRAINER_ENDPOINTS", "PADDLE_LAUNCH_WITH_ARGS",
+    # paddle 2.x's launcher switched to its legacy launcher on any of these (paddle-operator's elastic mode sets
+    # PADDLE_ELASTIC_*); 3.x still reads FLAGS_START_PORT in fleet's legacy launcher and FLAGS_FIXED_PORT for
+    # the master form's endpoints. paddledist runs no elastic jobs and picks its own ports: all dropped.
+    "PADDLE_ELASTIC_JOB_ID", "PADDLE_ELASTIC_SERVER", "PADDLE_ELASTIC_NP", "FLAGS_START_PORT", "FLAGS_FIXED_PORT",
     # init_parallel_env prefers these over the launcher's PADDLE_MASTER
     "MASTER_ADDR", "MASTER_PORT",
 )
@@ -43,7 +55,10 @@ def log_dir(cfg: Config, plan: ClusterPlan) -> str:
 def launcher_argv(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequence[str],
                   python: str = sys.executable) -> list[str]:
     argv = [python, "-m", LAUNCH_MODULE]
-    if plan.nnodes > 1:
+    if plan.nnodes > 1 and plan.style == "master":
+        argv += ["--master", f"{plan.nodes[0]}:{plan.master_port}", "--nnodes", str(plan.nnodes),
+                 "--rank", str(plan.node_rank)]
+    elif plan.nnodes > 1:
         argv += ["--ips", ",".join(plan.nodes), "--start_port", str(plan.port + 1)]
     argv += ["--host", plan.host]
     if plan.device.accelerator:

@@ -15,22 +15,26 @@ from paddledist.launch.runner import Ended, Preemption, run_to_end
 
 
 def in_worker(env: Mapping[str, str]) -> bool:
-    """True inside a process started by paddle.distributed.launch (or a platform setting paddle's worker
-    variables): such a process trains, it never launches again."""
-    return "PADDLE_TRAINER_ID" in env and "PADDLE_TRAINERS_NUM" in env
+    """True inside a process started by paddle.distributed.launch: such a process trains, it never launches
+    again. The launcher sets PADDLE_RANK_IN_NODE with the worker variables; paddle-operator's pods carry
+    PADDLE_TRAINER_ID and PADDLE_TRAINERS_NUM too, but they name machines, and those still launch."""
+    return all(name in env for name in ("PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_RANK_IN_NODE"))
 
 
 def needs_launch(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
-    """More than one process in the job (several machines, or several devices here) and not already a worker.
-    Several machines with one device each still need the launcher (with --ips)."""
-    machines = len(cfg.Train.dist_ips or ())
-    return (machines > 1 or parse_device(cfg.Global.device).nproc > 1) and not in_worker(env)
+    """More than one process in the job (several machines, from the config or a platform's variables, or
+    several devices here) and not already a worker. Several machines with one device each still need the
+    launcher."""
+    if in_worker(env):
+        return False
+    return cluster.machine_count(cfg, env) > 1 or parse_device(cfg.Global.device).nproc > 1
 
 
 def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
-    """True without Train.dist_ips or with one machine, else whether this machine is node 0 (where rank 0 and the
-    results live). Raises UserError when this machine is not in the list."""
-    if len(cfg.Train.dist_ips or ()) < 2:
+    """True for a one-machine job, else whether this machine is node 0 (where rank 0 and the results live; in
+    master-address mode the machine holding the master's address). Raises UserError when this machine is not
+    one of the job's machines."""
+    if cluster.machine_count(cfg, env) < 2:
         return True
     return cluster.plan(cfg, env=env).node_rank == 0
 
@@ -45,9 +49,7 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
     argv, env = build(cfg, plan, script, script_args, os.environ)
     print(f"paddledist: {plan.summary()}", flush=True)
     if dry_run:
-        print(f"paddledist: command: {command_line(argv)}")
-        print("paddledist: environment changes:")
-        print("\n".join(env_changes(os.environ, env)), flush=True)
+        _print_command(plan, argv, env)
         return 0
     _print_choices(plan, env)
     with Control() as control:
@@ -61,9 +63,7 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
     restarts: list[dict] = []
     args = script_args
     while True:
-        argv, env = build(cfg, plan, script, args, os.environ)
-        env.update(control.env(restarts))
-        ended = _launch_once(cfg, plan, argv, env, control)
+        ended = _launch_once(cfg, plan, script, args, control, restarts)
         if ended.code == 0 and control.saved():
             print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; exit code "
                   f"{PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue", flush=True)
@@ -83,8 +83,15 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
         control.reset()
 
 
-def _launch_once(cfg: Config, plan: cluster.ClusterPlan, argv: list[str], env: dict, control: Control) -> Ended:
+def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list[str], control: Control,
+                 restarts: list[dict]) -> Ended:
     peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
+    if peers is not None and not plan.agreed:  # master-address mode: the rendezvous has just placed every node
+        plan = peers.plan
+        if plan.node_rank != 0:
+            print(f"paddledist: {plan.summary()}", flush=True)
+    argv, env = build(cfg, plan, script, args, os.environ)
+    env.update(control.env(restarts))
     preemption = Preemption(lambda why: _preempt(control, peers, why, plan), cfg.Train.preempt_grace)
     if peers is None:
         return run_to_end(argv, env, plan, preemption=preemption)
@@ -111,6 +118,15 @@ def _follow(control: Control, peers) -> None:
               f"exits {PREEMPTED_EXIT}", flush=True)
         control.request()
     return None
+
+
+def _print_command(plan: cluster.ClusterPlan, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    print(f"paddledist: command: {command_line(argv)}")
+    if not plan.agreed and plan.node_rank != 0:
+        print(f"paddledist: --rank {plan.node_rank} is provisional: node 0 ({plan.nodes[0]}) assigns this "
+              "node's rank at the rendezvous (by address, or the platform's rank)")
+    print("paddledist: environment changes:")
+    print("\n".join(env_changes(os.environ, env)), flush=True)
 
 
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:

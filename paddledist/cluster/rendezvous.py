@@ -1,0 +1,81 @@
+"""What the preflight's meeting decides about the machines themselves: whether two nodes see the same machine
+list (a host name resolving differently is named), and, in master-address mode, every node's rank.
+
+Ranks in master mode: the machine holding the master's address is node 0 (it hosts paddle's master and rank
+0); the others take the platform's rank when every one has one, else the order of their IPv4 addresses, so the
+same machines always get the same ranks whatever order they arrive in. Pure functions over the hello messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from typing import Optional
+
+from paddledist.cluster.plan import ClusterPlan
+from paddledist.errors import UserError
+
+_FIX_NAMES = "make every machine's /etc/hosts or DNS give each name the same IPv4 address"
+
+
+def who_key(plan: ClusterPlan, hello: dict) -> object:
+    """How node 0 files a joining node: its rank, or before ranks are agreed its address."""
+    return hello.get("node") if plan.agreed else hello.get("address")
+
+
+def nodes_mismatch(who: str, mine: dict, theirs: dict) -> Optional[str]:
+    """Why two nodes do not see the same machines, naming a host name that resolves differently; or None."""
+    if theirs.get("agreed") != mine.get("agreed") or theirs.get("style") != mine.get("style"):
+        return (f"{who} names the machines with {theirs.get('origin')} (launch style {theirs.get('style')}), node 0 "
+                f"with {mine.get('origin')} (launch style {mine.get('style')}); run the same config on every machine")
+    a, b = mine["nodes"], theirs.get("nodes")
+    if not isinstance(b, list) or len(b) != len(a):
+        count = len(b) if isinstance(b, list) else b
+        return f"{who} counts {count} machines, node 0 {len(a)}; run the same config on every machine"
+    if not mine.get("agreed"):  # only the master is known to all; its name may differ (Kubeflow: IP vs pod name)
+        if a[0] != b[0]:
+            return (f"{who} meets the master at {b[0]} (from {_show(theirs.get('names'))}), node 0 is {a[0]}; "
+                    f"{_FIX_NAMES}")
+    elif theirs.get("names") != mine.get("names"):
+        return (f"{who} has machines {_show(theirs.get('names'))}, node 0 has {_show(mine.get('names'))}; "
+                "run the same config on every machine")
+    else:
+        for k in range(len(a)):
+            if a[k] != b[k]:
+                name = (mine.get("names") or a)[k]
+                return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
+    if theirs.get("master_port") != mine.get("master_port"):
+        return f"{who} uses master port {theirs.get('master_port')}, node 0 {mine.get('master_port')}"
+    return None
+
+
+def _show(value: object) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def agree(plan: ClusterPlan, hellos: dict) -> tuple[str, ...]:
+    """Every node's address in rank order (master mode): node 0 first, then the platform's ranks, else by
+    address. `hellos`: address -> the joining node's hello."""
+    ranks = {address: hello.get("rank") for address, hello in hellos.items()}
+    given = [r for r in ranks.values() if r is not None]
+    if not given:
+        others = sorted(hellos, key=ipaddress.ip_address)
+        return (plan.host, *others)
+    expected = set(range(1, plan.nnodes))
+    if len(given) != len(ranks) or set(given) != expected:
+        shown = ", ".join(f"{a}: {r}" for a, r in sorted(ranks.items()))
+        raise UserError(f"the platform's node ranks do not fit together ({shown}; node 0 is {plan.host}): every "
+                        f"joining machine needs a distinct rank in 1..{plan.nnodes - 1}, or none")
+    return (plan.host, *sorted(hellos, key=lambda a: ranks[a]))
+
+
+def placed(plan: ClusterPlan, reply: dict) -> ClusterPlan:
+    """This joining node's plan once node 0 has agreed the ranks (master mode); unchanged otherwise."""
+    nodes, node = reply.get("nodes"), reply.get("node")
+    if plan.agreed or nodes is None:
+        return plan
+    if not isinstance(node, int) or not 0 < node < plan.nnodes or len(nodes) != plan.nnodes:
+        raise UserError(f"node 0 ({plan.nodes[0]}) answered with a rank this node cannot take: {node!r}")
+    if nodes[node] != plan.host:
+        raise UserError(f"node 0 ({plan.nodes[0]}) placed this node as {nodes[node]}, but it is {plan.host}")
+    return dataclasses.replace(plan, nodes=tuple(nodes), node_rank=node, agreed=True)

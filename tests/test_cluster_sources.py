@@ -1,0 +1,186 @@
+"""Where the machines come from (config, Kubeflow's PaddleJob, paddle-operator, Slurm), host names, the
+master-address form of the launch, and the rank agreement at the preflight's meeting (in-process, on loopback
+addresses). The real multi-host runs are in tests/test_multihost_sched.py."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import free_port
+from test_cluster import run_nodes
+
+from paddledist.cluster import ClusterPlan, LocalAddress, plan
+from paddledist.cluster.rendezvous import nodes_mismatch
+from paddledist.cluster.sources import find_source
+from paddledist.config import DeviceSpec, load
+from paddledist.errors import UserError
+from paddledist.launch import build
+from paddledist.launch.builder import LAUNCHER_VARS
+
+pytestmark = pytest.mark.unit
+
+LAN = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"))
+KUBEFLOW_WORKER_1 = {"PADDLE_MASTER": "job-worker-0:36543", "PADDLE_NNODES": "3", "PADDLE_JOB_ID": "job"}
+OPERATOR = {"POD_IP": "10.0.0.2", "PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2",
+            "PADDLE_TRAINERS": "10.0.0.1,10.0.0.2", "PADDLE_TRAINER_ENDPOINTS": "10.0.0.1:2379,10.0.0.2:2379",
+            "TRAINING_ROLE": "TRAINER", "PADDLE_PORT": "2379"}
+SLURM = {"SLURM_JOB_NODELIST": "10.0.0.[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "1", "SLURM_NTASKS": "2"}
+
+
+def cfg(*overrides: str):
+    return load(None, ["Global.output=out", *overrides])
+
+
+# --- sources -------------------------------------------------------------------------------------------------
+
+def test_kubeflow_master_and_count_without_rank():
+    source = find_source(cfg(), KUBEFLOW_WORKER_1)
+    assert (source.style, source.master, source.nnodes, source.names, source.rank) == \
+        ("master", "job-worker-0:36543", 3, (), None)
+    assert "Kubeflow PaddleJob" in source.origin
+    assert find_source(cfg(), {"PADDLE_MASTER": "10.0.0.1", "PADDLE_NNODES": "2"}).master == "10.0.0.1:36543"
+    with pytest.raises(UserError, match="PADDLE_MASTER=10.0.0.1:1 is set without PADDLE_NNODES"):
+        find_source(cfg(), {"PADDLE_MASTER": "10.0.0.1:1"})
+
+
+def test_paddle_operator_list_and_rank_from_its_variables():
+    source = find_source(cfg(), OPERATOR)
+    assert (source.style, source.names, source.rank, source.key) == ("ips", ("10.0.0.1", "10.0.0.2"), 1,
+                                                                     "PADDLE_TRAINERS")
+    endpoints_only = {k: v for k, v in OPERATOR.items() if k != "PADDLE_TRAINERS"}
+    assert find_source(cfg(), endpoints_only).names == ("10.0.0.1", "10.0.0.2")
+    with pytest.raises(UserError, match="PADDLE_TRAINERS_NUM=3 but PADDLE_TRAINERS names 2 machines"):
+        find_source(cfg(), {**OPERATOR, "PADDLE_TRAINERS_NUM": "3"})
+
+
+def test_slurm_step_variables_and_one_task_per_node():
+    source = find_source(cfg("Train.launch_style=master"), SLURM)
+    assert (source.style, source.names, source.rank) == ("master", ("10.0.0.1", "10.0.0.2"), 1)
+    with pytest.raises(UserError, match="SLURM_NTASKS=4 on 2 nodes: start one task per node"):
+        find_source(cfg(), {**SLURM, "SLURM_NTASKS": "4"})
+
+
+def test_the_config_wins_over_a_platform_and_the_log_says_so():
+    p = plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.9"), local=LAN, env=SLURM)
+    assert p.nodes == ("10.0.0.2", "10.0.0.9") and p.node_rank == 0
+    assert "machines from Train.dist_ips; SLURM_JOB_NODELIST and SLURM_NODEID (Slurm) in the environment " \
+           "ignored: the config wins" in p.summary()
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["Train.dist_ips=10.0.0.1,10.0.0.2", "Train.dist_master=10.0.0.1:5000"], "both set"),
+    (["Train.dist_master=10.0.0.1:5000"], "Train.dist_master needs Train.nnodes"),
+    (["Train.nnodes=2"], "Train.nnodes=2 needs Train.dist_master"),
+    (["Train.dist_ips=10.0.0.1,10.0.0.2", "Train.nnodes=3"], "Train.nnodes=3 but Train.dist_ips lists 2"),
+    (["Train.dist_master=10.0.0.2:6170", "Train.nnodes=2"], "the port must be a free TCP port other than Train.port"),
+])
+def test_master_keys_that_do_not_fit_together(overrides, words):
+    with pytest.raises(UserError, match=words):
+        plan(cfg(*overrides), local=LAN, env={})
+
+
+@pytest.mark.parametrize("override, words", [
+    ("Train.dist_master=10.0.0.1", "is not host:port"),
+    ("Train.launch_style=mpi", "Train.launch_style: unknown value 'mpi'"),
+    ("Train.nnodes=0", "Train.nnodes must be >= 1"),
+])
+def test_master_keys_are_validated_at_load(override, words):
+    with pytest.raises(UserError, match=words):
+        load(None, [override])
+
+
+# --- plans -----------------------------------------------------------------------------------------------------
+
+def test_a_platform_list_takes_the_platforms_rank_and_checks_it_against_the_interfaces():
+    p = plan(cfg(), local=LAN, env=SLURM)
+    assert (p.nodes, p.node_rank, p.ifname) == (("10.0.0.1", "10.0.0.2"), 1, "eth0")
+    assert "rank from SLURM_NODEID" in p.summary()
+    with pytest.raises(UserError, match=r"SLURM_NODEID=0 makes this machine node 0 \(10.0.0.1\), but it holds "
+                                        r"10.0.0.2"):
+        plan(cfg(), local=LAN, env={**SLURM, "SLURM_NODEID": "0"})
+    assert plan(cfg(), local=LAN, env=OPERATOR).node_rank == 1
+
+
+def test_host_names_resolve_and_a_name_for_loopback_is_refused_across_machines():
+    assert plan(cfg("Train.dist_ips=localhost"), local=LAN, env={}).nodes == ("127.0.0.1",)
+    with pytest.raises(UserError, match=r"entry 2 'localhost' \(resolved from 'localhost'\)|loopback"):
+        plan(cfg("Train.dist_ips=10.0.0.2,localhost"), local=LAN, env={})
+
+
+def test_master_mode_node_0_holds_the_master_address():
+    p = plan(cfg("Train.dist_master=10.0.0.2:36543", "Train.nnodes=3"), local=LAN, env={})
+    assert (p.nodes, p.node_rank, p.style, p.master_port, p.agreed) == (("10.0.0.2", "", ""), 0, "master", 36543,
+                                                                         False)
+    assert p.summary().startswith("this node = node 0 of 3 (10.0.0.2 on eth0, holds the master address; rank 0")
+
+
+def test_master_mode_other_nodes_wait_for_their_rank():
+    p = plan(cfg(), local=LAN, env={**KUBEFLOW_WORKER_1, "PADDLE_MASTER": "10.0.0.1:36543", "POD_IP": "10.0.0.2"})
+    assert (p.nodes, p.node_rank, p.agreed) == (("10.0.0.1", "10.0.0.2", ""), 1, False)
+    assert "this node = a node of 3 (10.0.0.2 on eth0, POD_IP; node rank agreed at the rendezvous" in p.summary()
+    assert "machines from PADDLE_MASTER and PADDLE_NNODES (Kubeflow PaddleJob)" in p.summary()
+
+
+def test_the_master_form_of_the_launch():
+    c = cfg("Train.dist_ips=10.0.0.1,10.0.0.2", "Train.launch_style=master", "Global.device=cpu:0,1")
+    argv, _ = build(c, plan(c, local=LAN, env={}), "t.py", [], {}, python="py", package_root="/pkg")
+    assert argv[:13] == ["py", "-m", "paddle.distributed.launch", "--master", "10.0.0.1:6171", "--nnodes", "2",
+                         "--rank", "1", "--host", "10.0.0.2", "--nproc_per_node", "2"]
+
+
+def test_every_launcher_variable_paddle_reads_is_dropped():
+    """paddle's launcher maps these environment variables over its arguments; a platform sets several."""
+    from paddle.distributed.launch.context.args_envs import env_args_mapping
+
+    assert set(env_args_mapping) - {"PADDLE_LOG_LEVEL"} <= set(LAUNCHER_VARS)
+    assert {"PADDLE_ELASTIC_JOB_ID", "DISTRIBUTED_TRAINER_ENDPOINTS", "FLAGS_START_PORT"} <= set(LAUNCHER_VARS)
+
+
+# --- the meeting: ranks agreed by address, or the platform's ranks --------------------------------------------------
+
+def master_node(address: str, port: int, nnodes: int, rank=None, timeout: int = 10) -> ClusterPlan:
+    nodes = ["127.0.0.1"] + [""] * (nnodes - 1)
+    node_rank = 0 if address == "127.0.0.1" else (rank or 1)
+    nodes[node_rank] = address
+    return ClusterPlan(nodes=tuple(nodes), node_rank=node_rank, ifname="lo", device=DeviceSpec("cpu", (0,)),
+                       port=port, job_id="t", peer_timeout=timeout, source="test", style="master",
+                       master_port=port + 2, names=(f"127.0.0.1:{port + 2}",), origin="Train.dist_master",
+                       agreed=False, platform_rank=rank)
+
+
+def meet(*plans: ClusterPlan) -> list:
+    """Preflight every plan in its own thread: the agreed (nodes, node_rank, agreed), or the UserError message."""
+    return run_nodes(*plans, keep=lambda peers: (peers.plan.nodes, peers.plan.node_rank, peers.plan.agreed))
+
+
+def test_ranks_follow_the_addresses_whatever_the_arrival_order():
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.10")
+    results = meet(master_node("127.0.0.10", port, 3), master_node("127.0.0.2", port, 3),
+                   master_node("127.0.0.1", port, 3))
+    assert results == [(nodes, 2, True), (nodes, 1, True), (nodes, 0, True)]
+
+
+def test_the_platforms_ranks_win_over_the_address_order():
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.9", "127.0.0.2")
+    results = meet(master_node("127.0.0.1", port, 3), master_node("127.0.0.2", port, 3, rank=2),
+                   master_node("127.0.0.9", port, 3, rank=1))
+    assert results == [(nodes, 0, True), (nodes, 2, True), (nodes, 1, True)]
+
+
+def test_two_machines_claiming_one_address_stop_every_node():
+    port = free_port()
+    results = meet(master_node("127.0.0.1", port, 3, timeout=3), master_node("127.0.0.2", port, 3, timeout=3),
+                   master_node("127.0.0.2", port, 3, timeout=3))
+    assert "two machines say they are 127.0.0.2" in results[0]
+    assert all("two machines say they are 127.0.0.2" in r for r in results[1:])
+
+
+def test_a_name_resolving_differently_is_named():
+    mine = {"nodes": ["10.0.0.1", "10.0.0.2"], "names": ["node1", "node2"], "agreed": True, "style": "ips",
+            "master_port": 6171}
+    theirs = {**mine, "nodes": ["10.0.0.1", "10.0.0.7"]}
+    assert nodes_mismatch("node 1 (10.0.0.2)", mine, theirs) == (
+        "node 1 (10.0.0.2): 'node2' resolves to 10.0.0.7 there, to 10.0.0.2 on node 0; make every machine's "
+        "/etc/hosts or DNS give each name the same IPv4 address")
+    assert nodes_mismatch("n", mine, dict(mine)) is None
