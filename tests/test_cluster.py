@@ -293,3 +293,17 @@ def test_a_late_node_still_hears_why_the_job_stopped():
         t.join(timeout=30)
     assert "node 1 (127.0.0.2) has number of processes" in results[0]
     assert results[2].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes"), results[2]
+
+
+def test_a_held_store_port_is_told_to_the_joining_nodes_at_once():
+    """Another job's paddle store holds Train.port + 1 on node 0: node 0 refuses, and the joining node hears
+    why within seconds instead of waiting out its Train.peer_timeout and blaming node 0's silence."""
+    port = free_port()
+    with socket.socket() as busy:
+        busy.bind(("", port + 1))
+        busy.listen()
+        started = time.monotonic()
+        results = run_nodes(node(0, port, timeout=60), node(1, port, timeout=60))
+    assert time.monotonic() - started < 15
+    assert f"port {port + 1} (Train.port + 1) on node 0" in results[0]
+    assert results[1].startswith(f"node 0 (127.0.0.1) reports: port {port + 1} (Train.port + 1) on node 0"), results[1]

@@ -25,6 +25,8 @@ from paddledist.errors import UserError
 
 _REPLY_GRACE_S = 10.0
 """A joining node waits this much beyond its own timeout, so node 0's verdict (with names) reaches it."""
+REFUSAL_WAIT_S = 30.0
+"""How long node 0, refusing to start, waits to tell the joining nodes why."""
 _MAX_SHOWN = 4
 """Differences listed in one message."""
 
@@ -37,7 +39,7 @@ def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers
         return None
     mine = hello(plan, facts)
     if plan.node_rank == 0:
-        check_ports_free(plan)
+        _check_ports_or_refuse(plan)
         links, plan = _serve(plan, mine)
     else:
         link, plan = _join(plan, mine)
@@ -95,6 +97,20 @@ def check_ports_free(plan: ClusterPlan) -> None:
             held = ports.describe_holders(port) if error.errno == errno.EADDRINUSE else error.strerror
             raise UserError(f"port {port} ({what}) on node 0 ({plan.host}) is in use, {held}; stop that process "
                             "or choose another -o Train.port=... (the same on every machine)")
+
+
+def _check_ports_or_refuse(plan: ClusterPlan) -> None:
+    """check_ports_free; when it fails but Train.port itself is free (the other port is held, e.g. by another
+    job's paddle store), the joining nodes are told why on Train.port for up to REFUSAL_WAIT_S, instead of
+    waiting out their Train.peer_timeout and blaming node 0's silence."""
+    try:
+        check_ports_free(plan)
+    except UserError as e:
+        if ports.bind_error(plan.port) is None:
+            with _listen(plan.port) as server:
+                deadline = time.monotonic() + min(plan.peer_timeout, REFUSAL_WAIT_S)
+                _tell_everyone(server, plan, {}, set(), deadline, {"ok": False, "error": str(e)})
+        raise
 
 
 def _listen(port: int) -> socket.socket:
