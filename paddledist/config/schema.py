@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-MODES = ("check_dataset", "train", "evaluate", "export", "predict")
+MODES = ("check_dataset", "train", "evaluate", "export", "predict", "doctor")
 GRAD_SYNC = ("auto", "reducer", "shm", "flat")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
@@ -21,7 +21,7 @@ class GlobalConfig:
     model: str = "LeNet"
     """Model name from the registry (PaddleX names: ResNet18, MobileNetV3_small_x1_0, ..., LeNet)."""
     mode: Any = "train"
-    """One of check_dataset, train, evaluate, export, predict, or a list of them run in order."""
+    """One of check_dataset, train, evaluate, export, predict, doctor (tools/doctor.py: a check of the cluster), or a list of them run in order."""
     dataset_dir: str = "./dataset/digits"
     """Dataset folder; its format (ClsDataset, CIFAR-10 batches, synthetic) is recognised from its layout."""
     device: str = "cpu"
@@ -132,6 +132,8 @@ class TrainConfig:
     """(PaddleX) PaddleClas training config to start from; accepted, no effect here (the model registry supplies it)."""
     heartbeat_timeout: float = 60.0
     """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
+    stall_timeout: Optional[float] = 300.0
+    """(paddledist) Stall watchdog: seconds in which no rank on a machine finishes a training step, every process alive, before the job stops on every machine naming the ranks, with each rank's Python stack in its workerlog; counted from the first step, the end of an epoch (evaluation, checkpoints) excluded; 0 or null: off."""
 
 
 @dataclass(frozen=True)

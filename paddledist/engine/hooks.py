@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from paddledist.engine import checkpoint, results
-from paddledist.engine.distenv import all_gather_object, all_reduce_sum
+from paddledist.engine.distenv import all_gather_object, all_reduce_sum, barrier
 from paddledist.errors import UserError
 from paddledist.engine.metrics import evaluate
 from paddledist.engine.schedule import eta_seconds, format_eta, steps_left
@@ -207,3 +207,29 @@ class VisualDLHook(Hook):
     def after_train(self, t) -> None:
         if self.writer:
             self.writer.close()
+
+
+class ProgressHook(Hook):
+    """Step progress for the supervisor's stall watchdog (engine/progress.py), placed first among the hooks:
+    a report after each step; the end of an epoch (evaluation, checkpoints) is reported busy until the
+    EpochBarrierHook that closes it lets every rank go on together."""
+
+    def __init__(self, progress) -> None:
+        self.progress = progress
+
+    def before_epoch(self, t) -> None:
+        self.progress.beat(f"the start of epoch {t.state.epoch}")
+
+    def after_step(self, t) -> None:
+        self.progress.beat(f"epoch {t.state.epoch} step {t.iter + 1}/{len(t.global_counts)}")
+
+    def after_epoch(self, t) -> None:
+        self.progress.beat(f"epoch {t.state.epoch} (evaluation and checkpoints)", busy=True)
+
+
+class EpochBarrierHook(Hook):
+    """Placed last: no rank starts the next epoch's steps (whose first collective would wait, not busy, for rank
+    0's checkpoint writing) before every rank has ended this one."""
+
+    def after_epoch(self, t) -> None:
+        barrier(t.dist)

@@ -9,7 +9,8 @@ from typing import Mapping, Sequence
 from paddledist import cluster
 from paddledist.config import Config, parse_device
 from paddledist.errors import UserError
-from paddledist.launch.builder import build, command_line, env_changes
+from paddledist.launch import stall
+from paddledist.launch.builder import build, command_line, env_changes, log_dir
 from paddledist.launch.runner import run
 
 
@@ -49,12 +50,13 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         return 0
     _print_choices(plan, env)
     peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
-    if peers is None:
-        return run(argv, env, plan)
-    try:
-        return run(argv, env, plan, peers=peers.start())
-    finally:
-        peers.close()
+    with stall.watching(cfg.Train.stall_timeout, plan, log_dir(cfg, plan), env, peers) as (env, watchers):
+        if peers is None:
+            return run(argv, env, plan, watchers)
+        try:
+            return run(argv, env, plan, watchers, peers=peers.start())
+        finally:
+            peers.close()
 
 
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:

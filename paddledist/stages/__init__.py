@@ -15,7 +15,7 @@ from typing import Callable
 from paddledist.config import Config, to_yaml
 from paddledist.errors import UserError
 
-DISTRIBUTED = ("train", "evaluate")
+DISTRIBUTED = ("train", "evaluate", "doctor")
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
 """What every launched worker runs: the package's own entry, so neither a checkout's tools/ nor the caller's
 script (a console script, `python -m`) needs to exist on the machines."""
@@ -59,6 +59,9 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
     if dry_run:
         print(to_yaml(cfg))
         return 0
+    from paddledist.engine.progress import install_stack_dump
+
+    install_stack_dump()  # the stall watchdog asks for this rank's stack with a signal
     _stage_runner(cfg.Global.mode[0])(cfg, dist_from_env(os.environ))
     return 0
 

@@ -11,8 +11,9 @@ from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
 from paddledist.engine import cpu, gradsync, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, ResultHook,
-                                     VisualDLHook)
+from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
+                                     ProgressHook, ResultHook, VisualDLHook)
+from paddledist.engine.progress import Progress
 from paddledist.engine.schedule import resume_step, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.fsio import atomic_write
@@ -77,6 +78,9 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
                                                    scaler)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
+    progress = Progress.from_env(os.environ, dist.rank)
+    if progress.enabled:  # the stall watchdog runs (launch/stall.py)
+        hooks = [ProgressHook(progress), *hooks, EpochBarrierHook()]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler, grad_sync)
     trainer.state = state
