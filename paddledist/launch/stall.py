@@ -5,7 +5,7 @@ the ranks and where they are, with each rank's Python stack written to its worke
 Each launch gets a fresh progress folder (engine/progress.py); the workers rewrite their file after every
 step. The watchdog, one of the runner's watchers, counts from the first report (start-up, data loading and the
 first step's compilation never trip it) and skips while any rank reports a `busy` phase (the end of an
-epoch). When no local rank reported for Train.stall_timeout seconds, it makes every local rank dump its stack
+epoch), unless a rank's process is stopped. When no local rank reported for Train.stall_timeout seconds, it makes every local rank dump its stack
 (faulthandler on SIGUSR2; a stopped process cannot run a handler, so it is continued right after the signal
 and dumps on waking), then:
 - a stopped process here (SIGSTOP, a debugger) is the cause: named and told to the other machines at once;
@@ -60,15 +60,15 @@ class StallWatch:
 
     def __call__(self) -> Optional[str]:
         reports = read_reports(self.folder)
-        if not reports or any(r.busy for r in reports):
+        if not reports or self.clock() - max(r.at for r in reports) < self.timeout_s:
             return None
         idle = self.clock() - max(r.at for r in reports)
-        if idle < self.timeout_s:
-            return None
         states = {r.rank: _state(r.pid) for r in reports}
         if any(s is None for s in states.values()):
             return None  # a rank ended: the runner's failure path names it
         stopped = [r for r in reports if states[r.rank] in STOPPED]
+        if not stopped and any(r.busy for r in reports):
+            return None  # a long evaluation or checkpoint write; a stopped rank stalls it too
         dump_stacks(reports, stopped)
         if stopped:
             message = self._stopped(stopped, idle)
