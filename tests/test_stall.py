@@ -30,7 +30,7 @@ RANK = textwrap.dedent("""
     install_stack_dump()
     progress = Progress.from_env(os.environ, int(sys.argv[1]))
     for step in range(3):
-        progress.beat(f"epoch 1 step {step + 1}/9", busy=sys.argv[2] == "busy" and step == 2)
+        progress.beat(f"after epoch 1 step {step + 1}/9", busy=sys.argv[2] == "busy" and step == 2)
     def blocked_inside_a_step():
         while True:
             time.sleep(0.05)
@@ -98,7 +98,7 @@ def test_a_blocked_rank_is_named_with_its_stack_only_after_the_timeout(tmp_path)
         message = wait_for(watch, 5)
         assert "stalled: no rank on node 0 (10.0.0.1) finished a step for" in message, message
         assert "while every process is alive" in message
-        assert f"rank 0 (local rank 0 on node 0 (10.0.0.1), pid {proc.pid}, last finished epoch 1 step 3/9)" in message
+        assert f"rank 0 (local rank 0 on node 0 (10.0.0.1), pid {proc.pid}, last report: after epoch 1 step 3/9)" in message
         assert "in blocked_inside_a_step" in log.read_text()
     finally:
         proc.kill()
@@ -119,12 +119,34 @@ def test_a_stopped_rank_is_named_as_stopped_and_continued_to_dump_its_stack(tmp_
         os.kill(proc.pid, signal.SIGSTOP)
         message = wait_for(watch, 5)
         assert message.startswith(f"stalled: rank 1 (local rank 0 on node 1 (10.0.0.2), pid {proc.pid}, last "
-                                  "finished epoch 1 step 3/9) stopped advancing: its process was stopped"), message
+                                  "report: after epoch 1 step 3/9) stopped advancing: its process was stopped"), message
         assert f"stacks in {tmp_path / 'workerlog.0'}" in message
         assert "in blocked_inside_a_step" in log.read_text()
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.multiproc
+def test_start_up_and_epoch_ends_longer_than_the_timeout_do_not_trip_it(tmp_path):
+    """Two ranks through paddle's launcher with Train.stall_timeout=1: the first step (compilation, the shm
+    block) and each epoch end (evaluation, three checkpoint folders with their inference export) take longer."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "train.py"), "-c", str(REPO / "configs" /
+                           "image_classification.yaml"), "-o", "Global.output=out", "Global.device=cpu:0,1",
+                           f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", "Train.epochs_iters=2",
+                           "Train.save_interval=1", "Train.stall_timeout=1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    log = (tmp_path / "out" / "logs" / "train.rank0.log").read_text()
+    seconds = [_clock(log, "eval epoch 1:"), _clock(log, "epoch 2/2 iter 10/12")]
+    assert seconds[1] - seconds[0] >= 3, log[-2000:]  # the epoch end did outlast the timeout
+
+
+def _clock(log: str, text: str) -> int:
+    """Seconds of the day of the log line holding `text` ([HH:MM:SS rank0] ...)."""
+    [line] = [line for line in log.splitlines() if text in line]
+    h, m, s = line[1:9].split(":")
+    return int(h) * 3600 + int(m) * 60 + int(s)
 
 
 # --- a real two-host job ----------------------------------------------------------------------------------

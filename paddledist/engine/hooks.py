@@ -216,15 +216,19 @@ class ProgressHook(Hook):
 
     def __init__(self, progress) -> None:
         self.progress = progress
+        self.stepped = False
+        """The first report comes after the first step: start-up and compilation are not counted."""
 
     def before_epoch(self, t) -> None:
-        self.progress.beat(f"the start of epoch {t.state.epoch}")
+        if self.stepped:
+            self.progress.beat(f"the start of epoch {t.state.epoch}")
 
     def after_step(self, t) -> None:
-        self.progress.beat(f"epoch {t.state.epoch} step {t.iter + 1}/{len(t.global_counts)}")
+        self.stepped = True
+        self.progress.beat(f"after epoch {t.state.epoch} step {t.iter + 1}/{len(t.global_counts)}")
 
     def after_epoch(self, t) -> None:
-        self.progress.beat(f"epoch {t.state.epoch} (evaluation and checkpoints)", busy=True)
+        self.progress.beat(f"the end of epoch {t.state.epoch} (evaluation and checkpoints)", busy=True)
 
 
 class EpochBarrierHook(Hook):

@@ -82,7 +82,7 @@ class StallWatch:
         return f"node {self.plan.node_rank} ({self.plan.host})"
 
     def _name(self, r: Report) -> str:
-        return f"rank {r.rank} (local rank {self._local(r)} on {self._here()}, pid {r.pid}, last finished {r.where})"
+        return f"rank {r.rank} (local rank {self._local(r)} on {self._here()}, pid {r.pid}, last report: {r.where})"
 
     def _local(self, r: Report) -> int:
         return r.rank - self.plan.ranks[0]

@@ -37,7 +37,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
     kind = set_device(cfg, dist)
     init_process_group(dist)
     seconds = all_reduce_seconds(dist, ALLREDUCE_MIB)
-    progress.beat("the all-reduce")
+    progress.beat("after the all-reduce")
     losses = train_steps(cfg, dist, kind, progress)
     digests = all_gather_object(parameter_digest_of(losses.model), dist)
     if len(set(digests)) != 1:
@@ -102,7 +102,7 @@ def train_steps(cfg: Config, dist: DistEnv, kind: str, progress: Progress) -> _L
         optimizer.clear_grad(set_to_zero=False)
         scheduler.step()
         values.append(float(loss))
-        progress.beat(f"doctor step {step + 1}/{STEPS}")
+        progress.beat(f"after doctor step {step + 1}/{STEPS}")
     return _Losses(model, values)
 
 
