@@ -181,3 +181,23 @@ def test_a_node_whose_own_ranks_fail_with_healthy_peers_blames_nobody(three):
     start = time.monotonic()
     assert three[1].explain(wait_s=0.5) is None
     assert 0.4 < time.monotonic() - start < 1.5
+
+
+def test_a_cause_told_at_once_is_not_told_again_when_the_node_stops(three):
+    """The stall watchdog tells its cause before the runner ends the job; the runner's failed() then says nothing."""
+    link = three[0].links[2]
+    seen: list = []
+    receive = link.receive_ready
+
+    def recording():
+        messages, closed = receive()
+        seen.extend(m for m in messages if "stop" in m)
+        return messages, closed
+
+    link.receive_ready = recording  # observes the hub's real connection to node 2
+    three[2].tell("stalled: rank 2 stopped advancing")
+    three[2].failed("stalled: rank 2 stopped advancing")
+    verdict, _ = wait_verdict(three[1], 1.0)
+    assert verdict == "node 2 (127.0.0.3) stopped: stalled: rank 2 stopped advancing"
+    time.sleep(INTERVAL * 3)
+    assert seen == [{"stop": "stalled: rank 2 stopped advancing", "node": 2}]
