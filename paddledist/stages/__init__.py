@@ -1,8 +1,9 @@
 """Stages (what Global.mode names) and the pipeline that runs them in order, the same command on every machine.
 
 check_dataset runs on every machine (each checks its own copy of the data); train, evaluate and doctor (the
-cluster check of tools/doctor.py) run distributed (through the launcher when the job has more than one process); export and predict run on
-the first machine only. A list stops at the first failing stage with its exit code.
+cluster check of tools/doctor.py) run distributed (through the launcher when the job has more than one
+process); export and predict run on the first machine only. A list stops at the first failing stage with its
+exit code.
 """
 
 from __future__ import annotations
