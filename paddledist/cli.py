@@ -20,7 +20,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-MODES = ("check_dataset", "train", "evaluate", "export", "predict")
+MODES = ("check_dataset", "train", "evaluate", "export", "predict", "doctor")
 """`paddledist <mode> -c ...` runs that stage, like tools/<mode>.py; without one, Global.mode decides."""
 
 

@@ -28,7 +28,7 @@ SCHEMA_KEYS = {
     "Train.clip_grad_norm", "Train.scale_lr", "Train.accum_steps",
     "Train.amp", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",
     "Train.heartbeat_interval", "Train.heartbeat_timeout", "Train.max_restarts", "Train.preempt_grace",
-    "Train.dist_master", "Train.nnodes", "Train.launch_style",
+    "Train.dist_master", "Train.nnodes", "Train.launch_style", "Train.stall_timeout",
     "Evaluate.weight_path", "Evaluate.log_interval",
     "Export.weight_path",
     "Predict.batch_size", "Predict.model_dir", "Predict.input", "Predict.kernel_option.run_mode",
@@ -222,7 +222,7 @@ def test_mode_is_a_tuple(override, modes):
 
 def test_mode_list_in_file(write_yaml):
     assert load(str(write_yaml("Global:\n  mode: [train, export]\n"))).Global.mode == ("train", "export")
-    assert set(MODES) == {"check_dataset", "train", "evaluate", "export", "predict"}
+    assert set(MODES) == {"check_dataset", "train", "evaluate", "export", "predict", "doctor"}
 
 
 def test_dist_ips_yaml_list_in_file(write_yaml):
@@ -382,3 +382,9 @@ def test_heartbeat_timeout_must_cover_two_intervals():
     assert "Train.heartbeat_interval must be a finite number > 0" in _error(None, ["Train.heartbeat_interval=0"])
     cfg = load(None, ["Train.heartbeat_interval=0.5", "Train.heartbeat_timeout=1"])
     assert (cfg.Train.heartbeat_interval, cfg.Train.heartbeat_timeout) == (0.5, 1.0)
+
+
+def test_stall_timeout_is_off_at_0_or_null_and_never_negative():
+    assert load(None, ["Train.stall_timeout=0"]).Train.stall_timeout == 0
+    assert load(None, ["Train.stall_timeout=null"]).Train.stall_timeout is None
+    assert "Train.stall_timeout must be a finite number >= 0, got -1.0" in _error(None, ["Train.stall_timeout=-1"])

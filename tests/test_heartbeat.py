@@ -193,3 +193,21 @@ def test_a_preemption_on_one_node_reaches_every_node_and_stops_nothing(three):
     assert [p.preempted for p in three] == [f"node 2 ({NODES[2]}): signal 15"] * 3
     time.sleep(2 * INTERVAL)
     assert [p.check() for p in three] == [None, None, None]
+def test_a_cause_told_at_once_is_not_told_again_when_the_node_stops(three):
+    """The stall watchdog tells its cause before the runner ends the job; the runner's failed() then says nothing."""
+    link = three[0].links[2]
+    seen: list = []
+    receive = link.receive_ready
+
+    def recording():
+        messages, closed = receive()
+        seen.extend(m for m in messages if "stop" in m)
+        return messages, closed
+
+    link.receive_ready = recording  # observes the hub's real connection to node 2
+    three[2].tell("stalled: rank 2 stopped advancing")
+    three[2].failed("stalled: rank 2 stopped advancing")
+    verdict, _ = wait_verdict(three[1], 1.0)
+    assert verdict == "node 2 (127.0.0.3) stopped: stalled: rank 2 stopped advancing"
+    time.sleep(INTERVAL * 3)
+    assert seen == [{"stop": "stalled: rank 2 stopped advancing", "node": 2}]

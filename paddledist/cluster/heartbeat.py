@@ -44,6 +44,7 @@ class Peers:
         self.completed: set[int] = set()
         """Nodes that finished cleanly (said "done")."""
         self._done_here = False
+        self._told: set[str] = set()
         self._all_done = threading.Event()
         self.gone: set[int] = set()
         self.verdict: Optional[str] = None
@@ -94,8 +95,9 @@ class Peers:
         return self.verdict
 
     def tell(self, reason: str) -> None:
-        """This node's ranks failed on their own: tell every node now (through the hub)."""
+        """This node's ranks failed on their own (or stalled here): tell every node now (through the hub)."""
         with self._lock:
+            self._told.add(reason)
             for link in self.links.values():
                 link.queue({"stop": reason, "node": self.me})
                 link.flush()
@@ -110,7 +112,7 @@ class Peers:
 
     def failed(self, reason: Optional[str]) -> None:
         """This node stopped: tell the others `reason` unless None (they know, or it follows from them); close."""
-        if reason:
+        if reason and reason not in self._told:  # the stall watchdog tells at once, before the job is ended
             self.tell(reason)
         self.close()
 

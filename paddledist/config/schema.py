@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-MODES = ("check_dataset", "train", "evaluate", "export", "predict")
+MODES = ("check_dataset", "train", "evaluate", "export", "predict", "doctor")
 GRAD_SYNC = ("auto", "reducer", "shm", "flat")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
@@ -22,7 +22,7 @@ class GlobalConfig:
     model: str = "LeNet"
     """Model name from the registry (PaddleX names: ResNet18, MobileNetV3_small_x1_0, ..., LeNet)."""
     mode: Any = "train"
-    """One of check_dataset, train, evaluate, export, predict, or a list of them run in order."""
+    """One of check_dataset, train, evaluate, export, predict, doctor (tools/doctor.py: a check of the cluster), or a list of them run in order."""
     dataset_dir: str = "./dataset/digits"
     """Dataset folder; its format (ClsDataset, CIFAR-10 batches, synthetic) is recognised from its layout."""
     device: str = "cpu"
@@ -147,6 +147,8 @@ class TrainConfig:
     """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes); null with Train.dist_ips (the list is the count)."""
     launch_style: str = "ips"
     """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
+    stall_timeout: Optional[float] = 300.0
+    """(paddledist) Stall watchdog: seconds in which no rank on a machine finishes a training step, every process alive, before the job stops on every machine naming the ranks, with each rank's Python stack in its workerlog; counted from the first step, the end of an epoch (evaluation, checkpoints) excluded; 0 or null: off."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ _MINIMA = {
     "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
     "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False),
     "Train.max_restarts": (0, True), "Train.preempt_grace": (0, False),
+    "Train.stall_timeout": (0, True),
     "Train.clip_grad_norm": (0, True), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True), "Global.seed": (0, True),
 }
 # key -> maximum: past these a job fails deep inside paddle or numpy (a seed past 2**31 - 1, a 10**6-pixel

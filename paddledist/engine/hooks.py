@@ -243,3 +243,33 @@ class VisualDLHook(Hook):
     def after_train(self, t) -> None:
         if self.writer:
             self.writer.close()
+
+
+class ProgressHook(Hook):
+    """Step progress for the supervisor's stall watchdog (engine/progress.py), placed first among the hooks:
+    a report after each step; the end of an epoch (evaluation, checkpoints) is reported busy until the
+    EpochBarrierHook that closes it lets every rank go on together."""
+
+    def __init__(self, progress) -> None:
+        self.progress = progress
+        self.stepped = False
+        """The first report comes after the first step: start-up and compilation are not counted."""
+
+    def before_epoch(self, t) -> None:
+        if self.stepped:
+            self.progress.beat(f"the start of epoch {t.state.epoch}")
+
+    def after_step(self, t) -> None:
+        self.stepped = True
+        self.progress.beat(f"after epoch {t.state.epoch} step {t.iter + 1}/{len(t.global_counts)}")
+
+    def after_epoch(self, t) -> None:
+        self.progress.beat(f"the end of epoch {t.state.epoch} (evaluation and checkpoints)", busy=True)
+
+
+class EpochBarrierHook(Hook):
+    """Placed last: no rank starts the next epoch's steps (whose first collective would wait, not busy, for rank
+    0's checkpoint writing) before every rank has ended this one."""
+
+    def after_epoch(self, t) -> None:
+        barrier(t.dist)

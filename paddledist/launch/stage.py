@@ -9,7 +9,8 @@ from typing import Mapping, Sequence
 from paddledist import cluster
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
-from paddledist.launch.builder import build, command_line, env_changes
+from paddledist.launch import stall
+from paddledist.launch.builder import build, command_line, env_changes, log_dir
 from paddledist.launch.control import Control, latest_progress
 from paddledist.launch.runner import Ended, Preemption, run_to_end
 
@@ -93,13 +94,15 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
     argv, env = build(cfg, plan, script, args, os.environ)
     env.update(control.env(restarts))
     preemption = Preemption(lambda why: _preempt(control, peers, why, plan), cfg.Train.preempt_grace)
-    if peers is None:
-        return run_to_end(argv, env, plan, preemption=preemption)
-    try:
-        return run_to_end(argv, env, plan, watchers=[lambda: _follow(control, peers)], peers=peers.start(),
-                          preemption=preemption)
-    finally:
-        peers.close()
+    # each launch its own progress folder for the stall watchdog: a relaunch starts with no stale reports
+    with stall.watching(cfg.Train.stall_timeout, plan, log_dir(cfg, plan), env, peers) as (env, watchers):
+        if peers is None:
+            return run_to_end(argv, env, plan, watchers, preemption=preemption)
+        try:
+            return run_to_end(argv, env, plan, [*watchers, lambda: _follow(control, peers)], peers=peers.start(),
+                              preemption=preemption)
+        finally:
+            peers.close()
 
 
 def _preempt(control: Control, peers, why: str, plan: cluster.ClusterPlan) -> None:

@@ -1,8 +1,9 @@
 """Stages (what Global.mode names) and the pipeline that runs them in order, the same command on every machine.
 
-check_dataset runs on every machine (each checks its own copy of the data); train and evaluate run
-distributed (through the launcher when the job has more than one process); export and predict run on
-the first machine only. A list stops at the first failing stage with its exit code.
+check_dataset runs on every machine (each checks its own copy of the data); train, evaluate and doctor (the
+cluster check of tools/doctor.py) run distributed (through the launcher when the job has more than one
+process); export and predict run on the first machine only. A list stops at the first failing stage with its
+exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Callable
 from paddledist.config import Config, to_yaml
 from paddledist.errors import UserError
 
-DISTRIBUTED = ("train", "evaluate")
+DISTRIBUTED = ("train", "evaluate", "doctor")
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
 """What every launched worker runs: the package's own entry, so neither a checkout's tools/ nor the caller's
 script (a console script, `python -m`) needs to exist on the machines."""
@@ -59,8 +60,10 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
     if dry_run:
         print(to_yaml(cfg))
         return 0
+    from paddledist.engine.progress import install_stack_dump
     from paddledist.engine.trainer import Preempted
 
+    install_stack_dump()  # the stall watchdog asks for this rank's stack with a signal
     try:
         _stage_runner(cfg.Global.mode[0])(cfg, dist_from_env(os.environ))
     except Preempted as e:  # every rank saved at the same step; the supervisor turns this into PREEMPTED_EXIT

@@ -11,8 +11,9 @@ from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
 from paddledist.engine import cpu, gradsync, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EvalHook, LogHook, PreemptHook,
-                                     ResultHook, VisualDLHook)
+from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
+                                     PreemptHook, ProgressHook, ResultHook, VisualDLHook)
+from paddledist.engine.progress import Progress
 from paddledist.engine.schedule import resume_step, scaled_lr
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.fsio import atomic_write
@@ -81,6 +82,9 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     folder = os.environ.get(control.CONTROL_VAR)
     if folder:  # launched by a supervisor, which may ask for a save at the next step (a preemption)
         hooks.append(PreemptHook(control.preempt_flag(folder), control.saved_flag(folder)))
+    progress = Progress.from_env(os.environ, dist.rank)
+    if progress.enabled:  # the stall watchdog runs (launch/stall.py)
+        hooks = [ProgressHook(progress), *hooks, EpochBarrierHook()]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler, grad_sync)
     trainer.state, trainer.restarts = state, control.restarts_from(os.environ)
