@@ -5,6 +5,7 @@ environment the operator injects."""
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import hashlib
 import json
@@ -34,7 +35,7 @@ def crd_schema() -> dict:
     raw = gzip.decompress(CRD.read_bytes())
     blob = hashlib.sha1(b"blob %d\0" % len(raw) + raw).hexdigest()
     assert blob == CRD_BLOB, "tests/data/kubeflow's CRD is not the cited upstream file"
-    crd = yaml.safe_load(raw)
+    crd = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # 600 KB: libyaml's is 10x faster
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return version["schema"]["openAPIV3Schema"]
 
@@ -57,6 +58,7 @@ def strict(schema: dict) -> dict:
     return schema
 
 
+@functools.lru_cache(maxsize=1)
 def validator():
     import jsonschema
 
@@ -107,20 +109,26 @@ def test_manifest_matches_the_crd_schema_and_the_webhook(capsys, extra):
 
 @pytest.mark.unit
 def test_the_schema_check_catches_broken_manifests(capsys):
-    """The check itself: the same manifest with a wrong type, a misspelt key, a bad enum value fails."""
+    """The check itself: the same manifest with a wrong type, a misspelt or missing key, a bad quantity fails."""
     job = paddle_job(emit(capsys))
-    def broken(path, value):
+    def broken(path, value=None):
         bad = copy.deepcopy(job)
         node = bad
         for key in path[:-1]:
             node = node[key]
-        node[path[-1]] = value
+        if value is None:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
         return list(validator().iter_errors(bad))
     worker = ["spec", "paddleReplicaSpecs", "Worker"]
+    box = [*worker, "template", "spec", "containers", 0]
+    assert not broken([*worker, "replicas"], 3)
     assert broken([*worker, "replicas"], "2")
-    assert broken([*worker, "restartPolicy"], "Sometimes")
     assert broken([*worker, "replicaz"], 2)
-    assert broken([*worker, "template", "spec", "containers", 0, "ports", 0, "containerPort"], "6170")
+    assert broken([*box, "name"])
+    assert broken([*box, "ports", 0, "containerPort"], "6170")
+    assert broken([*box, "resources", "requests", "cpu"], "lots")
     assert webhook_errors(dict(job, metadata={"name": "Paddle_Job"}))
 
 
