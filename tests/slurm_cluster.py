@@ -79,7 +79,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={root}/munge.sock
+# cred_expire also holds a requeued job back (120 s by default)
+AuthInfo=socket={root}/munge.sock,cred_expire=10
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid

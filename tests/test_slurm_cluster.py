@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,42 @@ def test_emitted_sbatch_script_trains_on_two_nodes(slurm_cluster, tmp_path):  # 
     assert (result["world_size"], result["done_flag"]) == (2, True)
     logs = sorted(out.glob("**/train.rank*.log"))
     assert len(logs) == 2 and len({final_digest(p) for p in logs}) == 1
+
+
+def test_warning_signal_requeues_and_the_rerun_resumes(slurm_cluster, tmp_path):  # noqa: F811
+    """The script's preemption path on one node: USR1 to the batch shell (what `--signal=B:USR1@120` sends
+    before the time limit) requeues the job; Slurm ends the running step; the requeued run continues from rank
+    0's latest checkpoint (train_result.json's start_epoch) instead of starting over."""
+    out = tmp_path / "out"
+    script = tmp_path / "job.sbatch"
+    made = subprocess.run([sys.executable, str(REPO / "tools" / "submit.py"), "-c", CONFIG, "--emit", "slurm",
+                           "--nodes", "1", "--out", str(script), "-o", f"Global.dataset_dir={DATA}",
+                           "Train.epochs_iters=8", "Train.save_interval=1", "Train.uniform_output_enabled=false",
+                           f"Global.output={out}"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    cluster = slurm_cluster(1)
+    submitted = cluster.client(["sbatch", "--parsable", f"--output={tmp_path}/slurm.out", str(script)],
+                               cwd=str(tmp_path))
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    latest = out / "latest" / "latest.pdparams"
+    deadline = time.monotonic() + 180
+    while not latest.exists():
+        assert time.monotonic() < deadline, (tmp_path / "slurm.out").read_text()[-3000:]
+        time.sleep(0.2)
+    signalled = cluster.client(["scancel", "--batch", "--signal=USR1", job])
+    assert signalled.returncode == 0, signalled.stderr
+    deadline = time.monotonic() + 400
+    while not (out / "train_result.json").exists() or cluster_has(cluster, job):
+        assert time.monotonic() < deadline, (tmp_path / "slurm.out").read_text()[-3000:] + cluster.logs()
+        time.sleep(1)
+    log = (tmp_path / "slurm.out").read_text()
+    assert f"paddledist: job {job} ends in 120 s: requeueing it" in log
+    result = json.loads((out / "train_result.json").read_text())
+    assert result["done_flag"] and result["start_epoch"] > 1, result
+
+
+def cluster_has(cluster, job: str) -> bool:
+    """Whether the job is still pending or running (squeue lists it)."""
+    done = cluster.client(["squeue", "-h", "-j", job, "-o", "%T"])
+    return done.returncode == 0 and done.stdout.strip() != ""
