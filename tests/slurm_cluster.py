@@ -97,6 +97,8 @@ SwitchType=switch/none
 SlurmdParameters=config_overrides
 ReturnToService=2
 SchedulerType=sched/builtin
+# the main scheduler looks for startable jobs every second (default 60 s), e.g. a requeued one
+SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 KillWait=10
