@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from paddledist.errors import USER_ERROR_EXIT, OutputWriteError, UserError, OUTPUT_ERROR_EXIT
+from paddledist.errors import OUTPUT_ERROR_EXIT, USER_ERROR_EXIT, OutputWriteError, UserError
 
 EMITTERS = ("slurm", "k8s")
 
@@ -70,9 +70,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.out:
             print(f"paddledist: wrote {args.out} ({args.emit})", file=sys.stderr)
         return 0
-    except UserError as e:
+    except (UserError, OutputWriteError) as e:
         print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
-        return USER_ERROR_EXIT
-    except OutputWriteError as e:
-        print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
-        return OUTPUT_ERROR_EXIT
+        return USER_ERROR_EXIT if isinstance(e, UserError) else OUTPUT_ERROR_EXIT
