@@ -105,6 +105,8 @@ def test_manifest_matches_the_crd_schema_and_the_webhook(capsys, extra):
     assert cm["data"]["config.yaml"] == Path(CONFIG).read_text()
     volumes = {v["name"]: v for v in worker["template"]["spec"]["volumes"]}
     assert volumes["config"]["configMap"]["name"] == cm["metadata"]["name"]
+    # paddle's master (what PADDLE_MASTER will name) is not the port the machines' preflight holds
+    assert box["ports"] == [{"name": "master", "containerPort": 6171, "protocol": "TCP"}]
 
 
 @pytest.mark.unit

@@ -1,9 +1,9 @@
 """`--emit k8s`: a ConfigMap holding the config, and a Kubeflow PaddleJob (training-operator, kubeflow.org/v1).
 
 Collective mode (Worker replicas only): the operator gives every pod PADDLE_MASTER (worker 0's address and
-the container port named `master`), PADDLE_NNODES and PADDLE_JOB_ID, but no rank; the training command
-meets there. The manifest adds POD_IP from the downward API, so each pod knows its own address. The port
-named `master` is Train.port, so the address the operator injects is the config's rendezvous port.
+the container port named `master`), PADDLE_NNODES and PADDLE_JOB_ID, but no rank; the training command meets
+there. The manifest adds POD_IP from the downward API, so each pod knows its own address. The `master` port
+is Train.port + 1 (paddle's master), since the machines' own preflight holds Train.port on the same host.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def container(job: JobSpec, opts: K8sOptions) -> dict:
         "workingDir": opts.workdir,
         "command": ["python", f"{opts.workdir.rstrip('/')}/tools/train.py"],
         "args": args,
-        "ports": [{"name": "master", "containerPort": job.port, "protocol": "TCP"}],
+        "ports": [{"name": "master", "containerPort": job.port + 1, "protocol": "TCP"}],
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "resources": resources(job, opts),
         "volumeMounts": [{"name": "config", "mountPath": opts.config_dir, "readOnly": True},
