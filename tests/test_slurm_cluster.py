@@ -74,7 +74,8 @@ def test_warning_signal_requeues_and_the_rerun_resumes(slurm_cluster, tmp_path):
     script = tmp_path / "job.sbatch"
     made = subprocess.run([sys.executable, str(REPO / "tools" / "submit.py"), "-c", CONFIG, "--emit", "slurm",
                            "--nodes", "1", "--out", str(script), "-o", f"Global.dataset_dir={DATA}",
-                           "Train.epochs_iters=4", "Train.batch_size=128", "Train.save_interval=1", "Train.uniform_output_enabled=false",
+                           "Train.epochs_iters=4", "Train.batch_size=128", "Train.save_interval=1",
+                           "Train.uniform_output_enabled=false",
                            f"Global.output={out}"], capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     cluster = slurm_cluster(1)

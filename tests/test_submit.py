@@ -88,6 +88,7 @@ def test_requeued_slurm_job_resumes_from_the_latest_checkpoint(capsys, tmp_path)
     (["--emit", "k8s", "-o", "Global.device=xpu:0"], "--accelerator-resource"),
     (["--emit", "k8s", "--name", "Bad_Name"], "PaddleJob name 'Bad_Name'"),
     (["--emit"], "expected one argument"),
+    (["--emit", "k8s", "-o", "Train.dist_master=node1:36543"], "the master address comes from the scheduler"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, shown):
     assert main(["-c", CONFIG, *args]) == 2
@@ -101,6 +102,19 @@ def test_config_that_lists_machines_is_refused(capsys, tmp_path):
     cfg.write_text("Train:\n  dist_ips: [10.0.0.1, 10.0.0.2]\n")
     assert main(["-c", str(cfg), "--emit", "slurm"]) == 2
     assert "sets Train.dist_ips: under a scheduler the machines come from the scheduler" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_node_count_from_train_nnodes_is_not_passed_on(capsys):
+    from paddledist.config.schema import TrainConfig
+
+    if "nnodes" not in TrainConfig.__dataclass_fields__:
+        pytest.skip("Train.nnodes is not in this schema yet (the master-address mode adds it)")
+    script = emit(capsys, "-o", "Train.nnodes=3", "Train.epochs_iters=1", "--emit", "slurm")
+    assert sbatch_options(script)["--nodes"] == "3" and "nnodes" not in srun_argv(script)[-3]
+    assert srun_argv(script)[-4:] == ["-o", "Train.epochs_iters=1", "${resume[@]}", "&"]
+    assert main(["-c", CONFIG, "--emit", "slurm", "-o", "Train.nnodes=3", "--nodes", "2"]) == 2
+    assert "--nodes 2 but -o Train.nnodes=3" in capsys.readouterr().err
 
 
 @pytest.mark.unit

@@ -20,8 +20,10 @@ from paddledist.config.device import DeviceSpec, parse_device
 from paddledist.config.overrides import split_overrides
 from paddledist.errors import UserError
 
-NODE_LIST_KEY = "Train.dist_ips"
-"""Dropped from the emitted command: under a scheduler the machines come from the scheduler, not a list."""
+NODE_KEYS = ("dist_ips", "nnodes", "dist_master")
+"""Train keys that say which machines take part: under a scheduler the scheduler says it. From `-o`, dist_ips
+and nnodes only give the node count and are left out of the emitted command; dist_master, or any of them in
+the config file, is refused (the training command would meet there instead of where the scheduler says)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class JobSpec:
     config_text: str
     """The config file's text (a ConfigMap ships it to the pods)."""
     overrides: tuple[str, ...]
-    """The user's `-o` items, in order, without Train.dist_ips."""
+    """The user's `-o` items, in order, without Train.dist_ips and Train.nnodes."""
     nodes: int
     """Machines (Slurm nodes, PaddleJob workers); one training command each."""
     device: DeviceSpec
@@ -50,18 +52,18 @@ def build_job(config: str, overrides: Sequence[str], nodes: Optional[int]) -> Jo
     """Load and validate the config with its overrides, and work out the node count; UserError on mistakes."""
     from paddledist.cli import resolve_config
     from paddledist.config import load
-
     from paddledist.config.safeload import read_yaml
 
     path, implied = resolve_config(config)
     if not os.path.isfile(path):
         raise UserError(f"-c {config}: no such config file; give a YAML file or a packaged config name "
                         "such as image_classification")
+    keys = [key for key, _ in split_overrides(overrides)]
+    data = read_yaml(path, "config file (-c)")
+    section = data.get("Train") if isinstance(data, dict) else None  # a malformed file: load() says why
+    refuse_machine_keys(config, section if isinstance(section, dict) else {}, keys)
     cfg = load(path, [*implied, *overrides])
-    if ((read_yaml(path, "config") or {}).get("Train") or {}).get("dist_ips"):
-        raise UserError(f"{config} sets {NODE_LIST_KEY}: under a scheduler the machines come from the scheduler; "
-                        f"remove {NODE_LIST_KEY} from the file and give the node count with --nodes N")
-    kept = tuple(item for item, (key, _) in zip(overrides, split_overrides(overrides)) if key != NODE_LIST_KEY)
+    kept = tuple(item for item, key in zip(overrides, keys) if key not in (f"Train.{k}" for k in NODE_KEYS))
     with open(path, encoding="utf-8") as f:
         text = f.read()
     return JobSpec(config_path=os.path.abspath(path), config_text=text, overrides=kept,
@@ -69,17 +71,30 @@ def build_job(config: str, overrides: Sequence[str], nodes: Optional[int]) -> Jo
                    port=cfg.Train.port, output=cfg.Global.output)
 
 
+def refuse_machine_keys(config: str, train_section: dict, override_keys: Sequence[str]) -> None:
+    """UserError for a config file that names the machines, or an `-o Train.dist_master`."""
+    named = [f"Train.{key}" for key in NODE_KEYS if train_section.get(key) is not None]
+    if named:
+        raise UserError(f"{config} sets {', '.join(named)}: under a scheduler the machines come from the scheduler; "
+                        "remove it from the file and give the node count with --nodes N")
+    if "Train.dist_master" in override_keys:
+        raise UserError("-o Train.dist_master: under a scheduler the master address comes from the scheduler "
+                        "(SLURM_JOB_NODELIST, the operator's PADDLE_MASTER); leave it out and give --nodes N")
+
+
 def node_count(cfg, nodes: Optional[int]) -> int:
     """--nodes, else Train.nnodes (where the schema has it), else the length of an `-o Train.dist_ips` list, else 1."""
     listed = len(cfg.Train.dist_ips or ())
     configured = getattr(cfg.Train, "nnodes", None)
-    if nodes is not None:
-        if nodes < 1:
-            raise UserError(f"--nodes {nodes}: give a node count of 1 or more")
-        if listed and listed != nodes:
-            raise UserError(f"--nodes {nodes} but -o {NODE_LIST_KEY} lists {listed} machines; drop one of the two")
-        return nodes
-    return int(configured or listed or 1)
+    if nodes is None:
+        return int(configured or listed or 1)
+    if nodes < 1:
+        raise UserError(f"--nodes {nodes}: give a node count of 1 or more")
+    claims = ((listed, f"-o Train.dist_ips lists {listed} machines"), (configured, f"-o Train.nnodes={configured}"))
+    for given, what in claims:
+        if given and given != nodes:
+            raise UserError(f"--nodes {nodes} but {what}; drop one of the two")
+    return nodes
 
 
 def dense_ids(device: DeviceSpec, where: str) -> int:

@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", required=True, help="slurm (sbatch script) or k8s (ConfigMap + PaddleJob)")
     p.add_argument("--out", help="file to write (default: standard output); never replaced without --force")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
-    p.add_argument("--nodes", type=int, help="machines (default: Train.nnodes, or the length of -o Train.dist_ips, or 1)")
+    p.add_argument("--nodes", type=int,
+                   help="machines (default: Train.nnodes, or the length of -o Train.dist_ips, or 1)")
     s = p.add_argument_group("slurm")
     s.add_argument("--python", default=sys.executable, help="interpreter on the nodes (default: this one)")
     s.add_argument("--partition", help="#SBATCH --partition")
