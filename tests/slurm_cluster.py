@@ -25,7 +25,7 @@ import pytest
 
 from netns import NetnsHosts, NetnsUnavailable
 
-PROGRAMS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo", "munged")
+PROGRAMS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo", "squeue", "scancel", "scontrol", "munged")
 PACKAGES = ("slurm-wlm", "munge")
 APT_LOCK = "/tmp/paddledist-apt-install.lock"
 """Tests running side by side install once: the second waits for the first (apt's own lock would fail it)."""
