@@ -89,6 +89,8 @@ def test_requeued_slurm_job_resumes_from_the_latest_checkpoint(capsys, tmp_path)
     (["--emit", "k8s", "--name", "Bad_Name"], "PaddleJob name 'Bad_Name'"),
     (["--emit"], "expected one argument"),
     (["--emit", "k8s", "-o", "Train.dist_master=node1:36543"], "the master address comes from the scheduler"),
+    (["--emit", "slurm", "-o", "Train.job_id=a b"], "Train.job_id='a b' cannot go into an #SBATCH line"),
+    (["--emit", "slurm", "--time", "1:00\n#SBATCH --x"], "--time='1:00\\n#SBATCH --x' cannot go into"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, shown):
     assert main(["-c", CONFIG, *args]) == 2

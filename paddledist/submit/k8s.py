@@ -118,7 +118,7 @@ def metadata(name: str, opts: K8sOptions) -> dict:
 
 def render(job: JobSpec, opts: K8sOptions) -> str:
     """Both objects as one YAML stream, for `kubectl apply -f`."""
-    header = (f"# Written by `tools/submit.py --emit k8s` for {job.config_path}; apply with `kubectl apply -f`.\n"
+    header = (f"# Written by `tools/submit.py --emit k8s` for {job.config_path!r}; apply with `kubectl apply -f`.\n"
               "# Needs Kubeflow's training-operator (PaddleJob, kubeflow.org/v1).\n")
     docs = [config_map(job, opts), paddle_job(job, opts)]
     return header + yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)

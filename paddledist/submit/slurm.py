@@ -9,10 +9,12 @@ SIGTERM (every machine's supervisor stops its workers cleanly), and the requeued
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from paddledist.errors import UserError
 from paddledist.submit import JobSpec, dense_ids, train_script
 
 WARNING_S = 120
@@ -31,16 +33,28 @@ class SlurmOptions:
     """#SBATCH --time, when given (e.g. 04:00:00)."""
 
 
+_SBATCH_VALUE = re.compile(r"^[A-Za-z0-9._:+@,=-]+$")
+"""What an #SBATCH value may hold here: a space or newline would end the option or start a shell line."""
+
+
+def sbatch_value(value: str, where: str) -> str:
+    if not _SBATCH_VALUE.match(value):
+        raise UserError(f"{where}={value!r} cannot go into an #SBATCH line; use letters, digits and ._:+@,=- only")
+    return value
+
+
 def sbatch_lines(job: JobSpec, opts: SlurmOptions) -> list[str]:
     """The #SBATCH header: one task per node, the cards per node, the warning signal and requeue."""
     per_node = dense_ids(job.device, "Slurm")
+    sbatch_value(job.job_id, "Train.job_id")
     lines = [f"--job-name={job.job_id}", f"--nodes={job.nodes}", "--ntasks-per-node=1"]
     if job.device.accelerator:
         lines.append(f"--gpus-per-node={per_node}")
     else:
         lines.append(f"--cpus-per-task={per_node}")
     lines += [f"--signal=B:USR1@{WARNING_S}", "--requeue", "--open-mode=append"]
-    lines += [f"--partition={opts.partition}"] * bool(opts.partition) + [f"--time={opts.time}"] * bool(opts.time)
+    for flag, value in (("--partition", opts.partition), ("--time", opts.time)):
+        lines += [f"{flag}={sbatch_value(value, flag)}"] if value else []
     return [f"#SBATCH {line}" for line in lines]
 
 
@@ -72,7 +86,7 @@ def render(job: JobSpec, opts: SlurmOptions) -> str:
             *train_argv(job, opts)]
     body = [
         "#!/bin/bash",
-        f"# Written by `tools/submit.py --emit slurm` for {job.config_path}; submit with `sbatch <this file>`.",
+        f"# Written by `tools/submit.py --emit slurm` for {job.config_path!r}; submit with `sbatch <this file>`.",
         "# The nodes come from Slurm (SLURM_JOB_NODELIST, SLURM_NNODES, SLURM_NODEID): nothing here names one.",
         *sbatch_lines(job, opts),
         "set -euo pipefail",
