@@ -31,7 +31,7 @@ class JobSpec:
     """What both emitters need to know about one training job."""
 
     config_path: str
-    """The config as the training command reads it (absolute path, or a packaged config's name)."""
+    """Absolute path of the config file (a packaged config's name resolved to its file), as the nodes read it."""
     config_text: str
     """The config file's text (a ConfigMap ships it to the pods)."""
     overrides: tuple[str, ...]
