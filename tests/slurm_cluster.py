@@ -173,13 +173,16 @@ class SlurmCluster:
             parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-1500:]}")
         return "\n".join(parts)
 
+    def daemons(self) -> list[subprocess.Popen]:
+        return self._procs + [self._munged] * bool(self._munged)
+
     def close(self) -> None:
         """Daemons first (each in its own process group), then the namespaces and whatever still runs in them."""
-        for proc in self._procs + [self._munged] * bool(self._munged):
+        for proc in self.daemons():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         self.hosts.close()
-        for proc in self._procs + [self._munged] * bool(self._munged):
+        for proc in self.daemons():
             proc.wait(timeout=10)
 
 

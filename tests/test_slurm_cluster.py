@@ -34,6 +34,10 @@ def test_srun_runs_one_task_on_each_namespace_host(slurm_cluster):  # noqa: F811
     seen = sorted(line.split(": ", 1)[1] for line in where.stdout.splitlines())
     assert seen == [f"{node} {i} node[01-02] {cluster.hosts.addresses[i]}/24"
                     for i, node in enumerate(cluster.nodes)]
+    cluster.close()  # what the fixture does after every test: no daemon, no namespace is left
+    assert all(proc.poll() is not None for proc in cluster.daemons())
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(ns in listed for ns in cluster.hosts.namespaces)
 
 
 def final_digest(rank_log: Path) -> str:
