@@ -72,14 +72,15 @@ def test_emitted_sbatch_script_trains_on_two_nodes(slurm_cluster, tmp_path):  # 
 
 def test_warning_signal_requeues_and_the_rerun_resumes(slurm_cluster, tmp_path):  # noqa: F811
     """The script's preemption path on one node: USR1 to the batch shell (what `--signal=B:USR1@120` sends
-    before the time limit) requeues the job; Slurm ends the running step; the requeued run continues from rank
-    0's latest checkpoint (train_result.json's start_epoch) instead of starting over."""
+    before the time limit) is passed to the srun step (every rank saves latest at one step, exit 75), then the
+    job is requeued; the requeued run continues from rank 0's latest checkpoint (train_result.json's
+    start_epoch) instead of starting over."""
     out = tmp_path / "out"
     script = tmp_path / "job.sbatch"
     made = subprocess.run([sys.executable, str(REPO / "tools" / "submit.py"), "-c", CONFIG, "--emit", "slurm",
                            "--nodes", "1", "--out", str(script), "-o", f"Global.dataset_dir={DATA}",
                            "Train.epochs_iters=4", "Train.batch_size=128", "Train.save_interval=1",
-                           "Train.uniform_output_enabled=false",
+                           "Train.uniform_output_enabled=false", "Global.device=cpu:0,1",
                            f"Global.output={out}"], capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     cluster = slurm_cluster(1)
@@ -99,7 +100,8 @@ def test_warning_signal_requeues_and_the_rerun_resumes(slurm_cluster, tmp_path):
         assert time.monotonic() < deadline, (tmp_path / "slurm.out").read_text()[-3000:] + cluster.logs()
         time.sleep(1)
     log = (tmp_path / "slurm.out").read_text()
-    assert f"paddledist: job {job} ends in 120 s: requeueing it" in log
+    assert f"paddledist: job {job} ends in 120 s: saving latest, then requeueing it" in log
+    assert "every rank saves latest at the next step" in log  # the step got USR1: a preemption, not a kill
     result = json.loads((out / "train_result.json").read_text())
     assert result["done_flag"] and result["start_epoch"] > 1, result
 

@@ -129,13 +129,21 @@ class _Tree:
         proc.wait()
 
 
-def _die_with_parent() -> Optional[Callable[[], None]]:
-    """A preexec_fn asking Linux to SIGTERM the launcher if this process dies (even by SIGKILL)."""
+def _die_with_parent() -> Callable[[], None]:
+    """A preexec_fn asking Linux to SIGTERM the launcher if this process dies (even by SIGKILL), and ignoring
+    SIGUSR1 in the launcher and (inherited through exec) its workers: it is this supervisor's preemption request,
+    and Slurm's `scancel --signal=USR1` or `srun` deliver it to every process of the step, which it would kill."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork: the child only calls it
     except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        prctl = None
+
+    def child() -> None:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        if prctl is not None:
+            prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+    return child
 
 
 def _supervise(proc: subprocess.Popen, tree: _Tree, watchers: Sequence[Watcher], interval_s: float,

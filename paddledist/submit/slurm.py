@@ -2,9 +2,9 @@
 
 The script names no machine: each srun task finds the job's nodes and its own place from SLURM_JOB_NODELIST,
 SLURM_NNODES and SLURM_NODEID. For preemption and time limits, Slurm signals the batch shell 120 s before the
-end (`--signal=B:USR1@120`); the script then requeues the job (`--requeue`), Slurm ends the running step with
-SIGTERM (every machine's supervisor stops its workers cleanly), and the requeued run resumes from
-`<Global.output>/latest/latest.pdparams` when rank 0 wrote one.
+end (`--signal=B:USR1@120`); the script passes USR1 on to the srun step (srun forwards it to every node's
+command: a preemption, so every rank saves `latest` at one agreed step and every node exits 75), then
+requeues the job (`--requeue`), and the requeued run resumes from `<Global.output>/latest/latest.pdparams`.
 """
 
 from __future__ import annotations
@@ -91,8 +91,10 @@ def render(job: JobSpec, opts: SlurmOptions) -> str:
         *sbatch_lines(job, opts),
         "set -euo pipefail",
         *resume_lines(job),
-        f"trap 'echo \"paddledist: job $SLURM_JOB_ID ends in {WARNING_S} s: requeueing it\" >&2; "
-        "scontrol requeue \"$SLURM_JOB_ID\"' USR1",
+        "# USR1 (120 s before the end): the step saves latest at one agreed step and exits 75 (|| true: set -e"
+        "\n# would otherwise end this script there), then the job is requeued and resumes.",
+        f"trap 'echo \"paddledist: job $SLURM_JOB_ID ends in {WARNING_S} s: saving latest, then requeueing it\" >&2; "
+        "kill -USR1 \"$step\" 2>/dev/null; wait \"$step\" || true; scontrol requeue \"$SLURM_JOB_ID\"' USR1",
         " ".join(map(shlex.quote, srun)) + ' "${resume[@]}" &',
         "step=$!",
         "# `wait` returns early when the trap runs; keep waiting until the srun step itself has ended.",
