@@ -34,12 +34,17 @@ VARIANTS = {  # name: (graph, environment, bf16, stem pool)
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="run only this variant (repeatable; default: all of them)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(json.dumps(train(args.child, args.steps)), flush=True)
         return
-    results = {name: measure(name, args.steps) for name in VARIANTS}
+    unknown = [name for name in args.only if name not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+    results = {name: measure(name, args.steps) for name in (args.only or VARIANTS)}
     print(f"{'variant':<52} {'ms/step':>8} {'loss':>7} {'oneDNN/step':>11} {'bf16':>5}  notes")
     for name, r in results.items():
         print(f"{name:<52} {r.get('ms', '-'):>8} {r.get('loss', '-'):>7} {r.get('onednn_per_step', '-'):>11} "
