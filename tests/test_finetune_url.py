@@ -26,7 +26,8 @@ PATH = "/ppcls/PPLCNet_x1_0_pretrained.pdparams"
 def train(tmp_path: Path, out: str, url: str, *overrides: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(REPO / "tools" / "train.py"), "-c", str(CONFIG), "-o", "Global.device=cpu:0,1",
            "Global.model=PP-LCNet_x1_0", "Train.num_classes=10", "Train.input_size=32", "Train.epochs_iters=1",
-           "Train.batch_size=32", "Train.warmup_steps=0", f"Train.pretrain_weight_path={url}",
+           "Train.batch_size=128", "Train.warmup_steps=0", "Train.uniform_output_enabled=false",
+           f"Train.pretrain_weight_path={url}",
            f"Global.output={tmp_path / out}", f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", *overrides]
     env = dict(os.environ, PADDLEDIST_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=420, env=env)
