@@ -48,7 +48,7 @@ def run(request, tmp_path_factory):
               "Train.pretrain_weight_path=None", *MODELS[name]]
     steps = [
         ["Global.mode=check_dataset"],
-        ["Global.mode=train", "Train.epochs_iters=2", "Train.batch_size=32", "Train.warmup_steps=0",
+        ["Global.mode=train", "Train.epochs_iters=2", "Train.batch_size=128", "Train.warmup_steps=0",
          "Train.learning_rate=0.05"],
         ["Global.mode=evaluate"],
         ["Global.mode=export", "Export.weight_path=./output/best_model/best_model.pdparams"],
