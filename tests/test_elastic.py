@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import free_port
 from test_cluster_sources import LAN, master_node, meet
@@ -105,3 +107,62 @@ def test_a_yaml_file_gives_the_count_or_a_quoted_range(tmp_path):
         path = tmp_path / "cfg.yaml"
         path.write_text(f"Global: {{model: LeNet}}\nTrain:\n  dist_master: 10.0.0.1:36543\n  nnodes: {text}\n")
         assert parse_nnodes(load(str(path), []).Train.nnodes) == expected
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    """An output folder as a preempted 1-process run leaves it: latest saved at step 5 of epoch `done + 1` (a
+    global batch of Train.batch_size), and epoch_<done> when `with_epoch`; real LeNet checkpoints."""
+    from paddledist.engine import checkpoint
+    from paddledist.models import build_model
+
+    lenet = {k: v.numpy() for k, v in build_model("LeNet", 10, 32).state_dict().items()}
+
+    def make(done: int, with_epoch: bool, batch: int = 32) -> Path:
+        out, opt = tmp_path / f"out{done}{with_epoch}", {"m": np.zeros(1)}
+        if with_epoch:
+            states = {"epoch": done, "step_in_epoch": 0, "global_batch": batch}
+            checkpoint.save(str(out), f"epoch_{done}", lenet, opt, states, link=False)
+        states = {"epoch": done, "step_in_epoch": 5, "global_batch": batch}
+        checkpoint.save(str(out), "latest", lenet, opt, states, link=True)
+        return out
+    return make
+
+
+def resumed(out: Path, world_size: int, resume: str = "auto"):
+    from paddledist.engine.distenv import DistEnv
+    from paddledist.stages import train_checks
+
+    cfg = load(str(REPO / "configs" / "image_classification.yaml"),
+               [f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", f"Global.output={out}", "Train.batch_size=32",
+                f"Train.resume_path={resume}"])
+    return train_checks.preflight(cfg, DistEnv(world_size=world_size))[2]
+
+
+@pytest.mark.models
+def test_a_mid_epoch_latest_on_another_world_size_starts_that_epoch_again(outputs, capsys):
+    out = outputs(2, with_epoch=True)
+    same = resumed(out, 1)
+    assert same.path.endswith("latest.pdparams") and same.states["step_in_epoch"] == 5
+    fewer = resumed(out, 2)
+    assert fewer.path == str(out / "epoch_2" / "epoch_2.pdparams") and fewer.states["step_in_epoch"] == 0
+    assert ("was saved at step 5 of epoch 3 with a global batch of 32 samples, this run has 64; a mid-epoch "
+            f"checkpoint continues only at its own global batch: starting epoch 3 again from {out}/epoch_2") \
+        in capsys.readouterr().out
+    assert resumed(outputs(0, with_epoch=False), 2) is None
+    assert "starting epoch 1 again from the beginning" in capsys.readouterr().out
+
+
+@pytest.mark.models
+def test_without_the_epoch_checkpoint_or_with_a_given_path_it_is_refused(outputs):
+    with pytest.raises(UserError) as e:
+        resumed(outputs(2, with_epoch=False), 2)
+    assert "and there is no " in str(e.value) and "to start epoch 3 again from" in str(e.value)
+    out = outputs(1, with_epoch=True)
+    with pytest.raises(UserError) as e:
+        resumed(out, 2, resume=str(out / "latest" / "latest.pdparams"))
+    assert "resume a mid-epoch checkpoint with the same Train.batch_size" in str(e.value)
+    assert "\n" not in str(e.value)
