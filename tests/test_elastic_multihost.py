@@ -2,12 +2,14 @@
 Train.nnodes=2:3; everything on host 2 is killed mid-run (its supervisor's process group and its workers), and
 with Train.max_restarts=1 hosts 0 and 1 meet again, continue with 2 machines from latest (a new world size, the
 schedule continued by progress) and finish: both exit 0, done_flag true, one restart recorded with its node count.
+A job preempted mid-epoch on three hosts and requeued on two starts that epoch again from epoch_<N>.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -17,9 +19,11 @@ from test_failures_multihost import CONFIG, DATA, TRAIN, heartbeat_overrides, ou
     wait_for_epoch
 from test_heal_multihost import EPOCHS, result, wait_for_text
 
+from paddledist.errors import PREEMPTED_EXIT
+
 pytestmark = pytest.mark.multihost
 
-PEER_TIMEOUT = 30
+PEER_TIMEOUT = 40
 """Long enough for three hosts sharing two cores to start together; node 0 waits this long for the lost one."""
 
 
@@ -70,3 +74,31 @@ def test_a_lost_host_leaves_two_of_three_that_continue(netns_hosts, tmp_path):  
     assert f"node 2 ({hosts.addresses[2]})" in got["restarts"][0]["cause"], got["restarts"]
     assert got["restarts"][0]["epoch"] >= 1 and got["start_epoch"] == got["restarts"][0]["epoch"] + 1
     assert not pids_in(hosts, 0) and not pids_in(hosts, 1) and not pids_in(hosts, 2)
+
+
+def test_a_requeued_job_on_fewer_machines_starts_the_preempted_epoch_again(netns_hosts, tmp_path):  # noqa: F811
+    """SIGTERM mid-epoch saves latest at one step on all three hosts (exit 75); the same command on two of them
+    continues with 2 machines: that mid-epoch checkpoint belongs to a global batch of 3 ranks, so the epoch
+    starts again from epoch_<N> (Train.resume_path=auto), and the job finishes."""
+    hosts = netns_hosts(3)
+    fast = ("Train.batch_size=8", "Train.log_interval=1", "Train.save_interval=1")
+    procs = start(hosts, tmp_path, "first", command(hosts, *fast))
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", f"epoch 2/{EPOCHS} iter 10/", procs)
+    os.kill(procs[1].pid, signal.SIGTERM)
+    done = wait_all(procs, timeout=90)
+    assert all(code == PREEMPTED_EXIT for code, _ in done.values()), {i: output(tmp_path, "first", i)[-2000:]
+                                                                       for i in done}
+    again = {}
+    for i in (0, 1):
+        log = open(tmp_path / f"again.host{i}.txt", "w")
+        again[i] = hosts.popen(i, command(hosts, *fast), cwd=str(tmp_path / f"host{i}"), stdout=log,
+                               stderr=subprocess.STDOUT)
+    for i, (code, _) in wait_all(again, timeout=300).items():
+        assert code == 0, f"host {i}:\n{output(tmp_path, 'again', i)[-4000:]}"
+    text = output(tmp_path, "again", 0)
+    assert "continuing with 2 of 3 machines" in text
+    assert ("with a global batch of 24 samples, this run has 16; a mid-epoch checkpoint continues only at its own "
+            "global batch: starting epoch 2 again from out/epoch_1/epoch_1.pdparams") in text, text[-4000:]
+    got = result(tmp_path)
+    assert got["done_flag"] is True and got["world_size"] == 2 and got["start_epoch"] == 2
+    assert [h["epoch"] for h in got["history"]] == list(range(1, EPOCHS + 1))
