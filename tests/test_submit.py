@@ -139,3 +139,11 @@ def test_tool_exit_codes(tmp_path):
     assert bad.returncode == 2 and "no such config file" in bad.stderr and not (tmp_path / "x.sh").exists()
     good = run("-c", CONFIG, "--emit", "k8s", "--out", "job.yaml")
     assert good.returncode == 0 and (tmp_path / "job.yaml").read_text().count("\nkind: ") == 2
+
+
+@pytest.mark.unit
+def test_a_node_range_asks_the_scheduler_for_its_maximum(capsys):
+    script = emit(capsys, "-o", "Train.nnodes=2:3", "Train.epochs_iters=1", "--emit", "slurm")
+    assert sbatch_options(script)["--nodes"] == "3" and "nnodes" not in srun_argv(script)[-3]
+    assert main(["-c", CONFIG, "--emit", "slurm", "-o", "Train.nnodes=2:3", "--nodes", "2"]) == 2
+    assert "--nodes 2 but -o Train.nnodes=2:3" in capsys.readouterr().err

@@ -54,6 +54,9 @@ class ClusterPlan:
     only the master's address and this machine's own."""
     platform_rank: Optional[int] = None
     """This node's rank as the platform gave it (SLURM_NODEID, PADDLE_TRAINER_ID), or None."""
+    min_nodes: int = 0
+    """Train.nnodes MIN:MAX (master-address mode): once Train.peer_timeout has passed, node 0 continues with as
+    few as this many machines; 0: every one of `nnodes` must come. Stays as given when the ranks are agreed."""
 
     @property
     def host(self) -> str:
@@ -111,7 +114,7 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
                        heartbeat_interval=cfg.Train.heartbeat_interval, heartbeat_timeout=cfg.Train.heartbeat_timeout,
                        style=source.style, master_port=master_port, names=source.names or (source.master,),
                        origin=source.origin + (f"; {source.note}" if source.note else ""),
-                       agreed=bool(source.names), platform_rank=source.rank)
+                       agreed=bool(source.names), platform_rank=source.rank, min_nodes=source.min_nodes)
 
 
 def _master_port(source: Source, port: int) -> int:

@@ -167,6 +167,11 @@ def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, 
             deadline: float) -> None:
     while len(joined) < plan.nnodes - 1:
         got = _accept(server, deadline)
+        if got is None and _enough(plan, joined):
+            print(f"paddledist: continuing with {len(joined) + 1} of {plan.nnodes} machines (Train.nnodes="
+                  f"{plan.min_nodes}:{plan.nnodes}; came within Train.peer_timeout={plan.peer_timeout}s: "
+                  f"{', '.join([plan.host, *sorted(joined)])})", flush=True)
+            return
         if got is None:
             raise UserError(_missing_message(plan, joined))
         link, theirs = got
@@ -226,10 +231,17 @@ def _duplicate(theirs: dict, joined: dict, plan: ClusterPlan) -> Optional[str]:
     return None
 
 
+def _enough(plan: ClusterPlan, joined: dict) -> bool:
+    """Train.nnodes MIN:MAX: at least MIN machines (node 0 included) came, so node 0 continues with those."""
+    return not plan.agreed and plan.min_nodes > 0 and len(joined) + 1 >= plan.min_nodes
+
+
 def _missing_message(plan: ClusterPlan, joined: dict) -> str:
     if not plan.agreed:
         came = f" (came: {', '.join(sorted(joined))})" if joined else ""
-        return (f"{plan.nnodes - 1 - len(joined)} of {plan.nnodes - 1} other machine(s) did not join within "
+        fewest = (f"only {len(joined) + 1} of {plan.nnodes} machines came and Train.nnodes={plan.min_nodes}:"
+                  f"{plan.nnodes} needs at least {plan.min_nodes}: " if plan.min_nodes else "")
+        return (f"{fewest}{plan.nnodes - 1 - len(joined)} of {plan.nnodes - 1} other machine(s) did not join within "
                 f"Train.peer_timeout={plan.peer_timeout}s{came}: start the same command there, and check they "
                 f"can reach {plan.nodes[0]}:{plan.port} over TCP")
     missing = [f"node {i} ({plan.nodes[i]})" for i in range(1, plan.nnodes) if i not in joined]

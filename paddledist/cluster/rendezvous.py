@@ -61,11 +61,11 @@ def agree(plan: ClusterPlan, hellos: dict) -> tuple[str, ...]:
     if not given:
         others = sorted(hellos, key=ipaddress.ip_address)
         return (plan.host, *others)
-    expected = set(range(1, plan.nnodes))
-    if len(given) != len(ranks) or set(given) != expected:
+    count = len(hellos) + 1  # fewer than plan.nnodes when Train.nnodes MIN:MAX continues with those that came
+    if len(given) != len(ranks) or set(given) != set(range(1, count)):
         shown = ", ".join(f"{a}: {r}" for a, r in sorted(ranks.items()))
         raise UserError(f"the platform's node ranks do not fit together ({shown}; node 0 is {plan.host}): every "
-                        f"joining machine needs a distinct rank in 1..{plan.nnodes - 1}, or none")
+                        f"joining machine needs a distinct rank in 1..{count - 1}, or none")
     return (plan.host, *sorted(hellos, key=lambda a: ranks[a]))
 
 
@@ -74,7 +74,8 @@ def placed(plan: ClusterPlan, reply: dict) -> ClusterPlan:
     nodes, node = reply.get("nodes"), reply.get("node")
     if plan.agreed or nodes is None:
         return plan
-    if not isinstance(node, int) or not 0 < node < plan.nnodes or len(nodes) != plan.nnodes:
+    count = len(nodes) if isinstance(nodes, list) else 0
+    if not isinstance(node, int) or not 0 < node < count or not (plan.min_nodes or plan.nnodes) <= count <= plan.nnodes:
         raise UserError(f"node 0 ({plan.nodes[0]}) answered with a rank this node cannot take: {node!r}")
     if nodes[node] != plan.host:
         raise UserError(f"node 0 ({plan.nodes[0]}) placed this node as {nodes[node]}, but it is {plan.host}")

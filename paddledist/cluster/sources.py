@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from paddledist.cluster.slurm import slurm_nodes
-from paddledist.config import Config
+from paddledist.config import Config, parse_nnodes
 from paddledist.errors import UserError
 
 KUBEFLOW_DEFAULT_PORT = 36543
@@ -46,6 +46,8 @@ class Source:
     """The key or variable that holds the list, for messages."""
     note: str = ""
     """What was ignored, for the log."""
+    min_nodes: int = 0
+    """Fewest machines the job continues with (Train.nnodes MIN:MAX, master-address mode); 0: all `nnodes`."""
 
 
 def find_source(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:
@@ -69,24 +71,28 @@ def _with_note(source: Source, note: str) -> Source:
 
 def _from_config(cfg: Config) -> Optional[Source]:
     train = cfg.Train
+    count = parse_nnodes(train.nnodes)
     if train.dist_ips and train.dist_master:
         raise UserError("Train.dist_ips and Train.dist_master are both set; give the machine list (ranks in list "
                         "order, -o Train.launch_style=master for paddle's --master form) or the master address "
                         "with Train.nnodes, not both")
     if train.dist_ips:
-        if train.nnodes is not None and train.nnodes != len(train.dist_ips):
+        if count is not None and count.elastic:
+            raise UserError(f"Train.nnodes={train.nnodes}: a range of machines needs Train.dist_master (the machines "
+                            "meet there); with Train.dist_ips the list is the machines: drop Train.nnodes")
+        if count is not None and count.most != len(train.dist_ips):
             raise UserError(f"Train.nnodes={train.nnodes} but Train.dist_ips lists {len(train.dist_ips)} machines; "
                             "drop Train.nnodes (the list is the count)")
         return Source(train.launch_style, tuple(train.dist_ips), len(train.dist_ips))
     if train.dist_master:
-        if train.nnodes is None:
+        if count is None:
             raise UserError("Train.dist_master needs Train.nnodes, the number of machines; "
                             "e.g. -o Train.dist_master=node1:36543 -o Train.nnodes=2")
-        if train.nnodes == 1:
+        if count.most == 1:
             return None  # one machine: nothing to meet
-        return Source("master", (), train.nnodes, master=train.dist_master, origin="Train.dist_master",
-                      key="Train.dist_master")
-    if train.nnodes is not None and train.nnodes > 1:
+        return Source("master", (), count.most, master=train.dist_master, origin="Train.dist_master",
+                      key="Train.dist_master", min_nodes=count.least if count.elastic else 0)
+    if count is not None and count.most > 1:
         raise UserError(f"Train.nnodes={train.nnodes} needs Train.dist_master (host:port of the first machine) "
                         "or Train.dist_ips")
     return None

@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 from paddledist.config.device import parse_device
+from paddledist.config.nodecount import parse_nnodes
 from paddledist.config.schema import GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
 from paddledist.errors import UserError
 
@@ -75,8 +76,13 @@ def _validate_grad_sync(cfg: Config) -> None:
         raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
     if sync in ("shm", "flat") and parse_device(cfg.Global.device).accelerator:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
-    if sync == "shm" and (len(cfg.Train.dist_ips or ()) > 1 or (cfg.Train.nnodes or 1) > 1):
+    if sync == "shm" and (len(cfg.Train.dist_ips or ()) > 1 or _most_nodes(cfg) > 1):
         raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
+
+
+def _most_nodes(cfg: Config) -> int:
+    count = parse_nnodes(cfg.Train.nnodes)
+    return count.most if count else 1
 
 
 def _validate_choice(key: str, value, choices: tuple) -> None:
@@ -116,8 +122,7 @@ def _validate_master(cfg: Config) -> None:
     if cfg.Train.launch_style not in LAUNCH_STYLES:
         raise UserError(f"Train.launch_style: unknown value {cfg.Train.launch_style!r}; use one of "
                         f"{', '.join(LAUNCH_STYLES)}")
-    if cfg.Train.nnodes is not None and cfg.Train.nnodes < 1:
-        raise UserError(f"Train.nnodes must be >= 1, got {cfg.Train.nnodes}")
+    parse_nnodes(cfg.Train.nnodes)
     master = cfg.Train.dist_master
     if master is None:
         return

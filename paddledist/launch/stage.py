@@ -60,7 +60,8 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
                           control: Control) -> int:
     """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
-    and relaunch with Train.resume_path=auto (the same set of nodes; the others do the same on their own)."""
+    and relaunch with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN
+    of them: a new world size continues the schedule by progress; the others do the same on their own)."""
     restarts: list[dict] = []
     args = script_args
     while True:
@@ -77,8 +78,10 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
                       f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
             return ended.code
         restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
+        who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes
+               else f"all {plan.nnodes} node(s)")
         print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
-              f"from {cfg.Global.output}/latest once all {plan.nnodes} node(s) meet again on {plan.nodes[0]}:"
+              f"from {cfg.Global.output}/latest once {who} meet again on {plan.nodes[0]}:"
               f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
         args = [*script_args, "-o", "Train.resume_path=auto"]
         control.reset()
@@ -91,6 +94,8 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
         plan = peers.plan
         if plan.node_rank != 0:
             print(f"paddledist: {plan.summary()}", flush=True)
+    if restarts:  # Train.nnodes MIN:MAX: a relaunch may run on fewer machines than before
+        restarts[-1]["nodes"] = plan.nnodes
     argv, env = build(cfg, plan, script, args, os.environ)
     env.update(control.env(restarts))
     preemption = Preemption(lambda why: _preempt(control, peers, why, plan), cfg.Train.preempt_grace)

@@ -42,19 +42,35 @@ def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     if resume or pretrain:
         _check_fits(cfg, resume, pretrain)
     if resume:
-        _check_same_batch(cfg, resume, dist)
+        resume = _same_batch_or_epoch_start(cfg, resume, dist)
     return train, val, resume, pretrain
 
 
-def _check_same_batch(cfg: Config, resume, dist: DistEnv) -> None:
-    """A preemption checkpoint continues at its step, counted in this run's batches: only right at its global batch."""
+def _same_batch_or_epoch_start(cfg: Config, resume, dist: DistEnv):
+    """A preemption checkpoint continues at its step, counted in this run's batches: only right at its global
+    batch. With Train.resume_path=auto on another global batch (a restart that continues with fewer machines,
+    Train.nnodes MIN:MAX) the interrupted epoch starts again instead, from epoch_<N> (None: from the beginning)."""
     states = resume.states or {}
     step, saved, now = states.get("step_in_epoch", 0), states.get("global_batch"), global_batch(cfg, dist.world_size)
-    if step and saved != now:
-        raise UserError(f"Train.resume_path: {resume.path} was saved at step {step} of epoch "
-                        f"{int(states.get('epoch', 0)) + 1} with a global batch of {saved} samples, this run has "
-                        f"{now}; resume a mid-epoch checkpoint with the same Train.batch_size, number of processes "
-                        "and Train.accum_steps")
+    if not step or saved == now:
+        return resume
+    done = int(states.get("epoch", 0))
+    where = (f"{resume.path} was saved at step {step} of epoch {done + 1} with a global batch of {saved} samples, "
+             f"this run has {now}")
+    if str(cfg.Train.resume_path).strip().lower() != AUTO:
+        raise UserError(f"Train.resume_path: {where}; resume a mid-epoch checkpoint with the same Train.batch_size, "
+                        "number of processes and Train.accum_steps")
+    again = (f"paddledist: Train.resume_path=auto: {where}; a mid-epoch checkpoint continues only at its own "
+             "global batch")
+    if done == 0:
+        print(f"{again}: starting epoch 1 again from the beginning", flush=True)
+        return None
+    path = os.path.join(cfg.Global.output, f"epoch_{done}", f"epoch_{done}.pdparams")
+    if not os.path.isfile(path):
+        raise UserError(f"Train.resume_path=auto: {where}, and there is no {path} to start epoch {done + 1} again "
+                        "from: run on the same number of machines (and Train.batch_size, Train.accum_steps)")
+    print(f"{again}: starting epoch {done + 1} again from {path}", flush=True)
+    return checkpoint.load(path, "Train.resume_path")
 
 
 def model_shapes(cfg: Config) -> dict:

@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 from paddledist.config.device import DeviceSpec, parse_device
 from paddledist.config.overrides import split_overrides
+from paddledist.config.nodecount import parse_nnodes
 from paddledist.errors import UserError
 
 NODE_KEYS = ("dist_ips", "nnodes", "dist_master")
@@ -85,12 +86,13 @@ def refuse_machine_keys(config: str, train_section: dict, override_keys: Sequenc
 def node_count(cfg, nodes: Optional[int]) -> int:
     """--nodes, else Train.nnodes (where the schema has it), else the length of an `-o Train.dist_ips` list, else 1."""
     listed = len(cfg.Train.dist_ips or ())
-    configured = getattr(cfg.Train, "nnodes", None)
+    count = parse_nnodes(getattr(cfg.Train, "nnodes", None))
+    configured = count.most if count else None  # a range MIN:MAX asks for MAX nodes
     if nodes is None:
         return int(configured or listed or 1)
     if nodes < 1:
         raise UserError(f"--nodes {nodes}: give a node count of 1 or more")
-    claims = ((listed, f"-o Train.dist_ips lists {listed} machines"), (configured, f"-o Train.nnodes={configured}"))
+    claims = ((listed, f"-o Train.dist_ips lists {listed} machines"), (configured, f"-o Train.nnodes={cfg.Train.nnodes}"))
     for given, what in claims:
         if given and given != nodes:
             raise UserError(f"--nodes {nodes} but {what}; drop one of the two")
