@@ -102,8 +102,9 @@ def test_a_fixed_count_still_waits_for_every_machine():
     assert results[0].startswith("1 of 2 other machine(s) did not join within Train.peer_timeout=1s"), results[0]
 
 
-def test_a_yaml_file_gives_the_count_or_a_quoted_range(tmp_path):
-    for text, expected in (("3", NodeCount(3, 3)), ('"2:4"', NodeCount(2, 4))):
+def test_a_yaml_file_gives_the_count_or_a_range_quoted_or_not(tmp_path):
+    """Unquoted, YAML 1.1 reads 2:4 as the base-60 number 124; our loader reads it as written."""
+    for text, expected in (("3", NodeCount(3, 3)), ('"2:4"', NodeCount(2, 4)), ("2:4", NodeCount(2, 4))):
         path = tmp_path / "cfg.yaml"
         path.write_text(f"Global: {{model: LeNet}}\nTrain:\n  dist_master: 10.0.0.1:36543\n  nnodes: {text}\n")
         assert parse_nnodes(load(str(path), []).Train.nnodes) == expected

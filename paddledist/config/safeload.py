@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from typing import Any
 
@@ -60,8 +61,18 @@ def read_text(path: str, what: str, limit: int = MAX_FILE_BYTES) -> str:
                         "save the file as UTF-8") from None
 
 
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+"""YAML 1.1's base-60 numbers (`2:4` is 124, `1:30` is 90): read as the text written, as YAML 1.2 does."""
+
+
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, deep nesting and alias expansion past `MAX_NODES`."""
+    """SafeLoader that refuses duplicate keys, deep nesting and alias expansion past `MAX_NODES`, and reads
+    `2:4` as text (Train.nnodes: 2:4 is a range, not YAML 1.1's sexagesimal 124)."""
+
+    def resolve(self, kind, value, implicit):  # noqa: ANN001, ANN201 - PyYAML's signature
+        if kind is yaml.ScalarNode and implicit[0] and _SEXAGESIMAL.fullmatch(value):
+            return "tag:yaml.org,2002:str"
+        return super().resolve(kind, value, implicit)
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         self._depth = getattr(self, "_depth", 0) + 1

@@ -144,7 +144,7 @@ class TrainConfig:
     dist_master: Optional[str] = None
     """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The machines' own preflight runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given."""
     nnodes: Optional[str] = None
-    """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes): N, or an elastic range MIN:MAX (e.g. 2:4; quote it in YAML, "2:4"): node 0 waits up to Train.peer_timeout for MAX machines, then continues with those that came when at least MIN did (also after a lost machine, with Train.max_restarts); null with Train.dist_ips (the list is the count; no range)."""
+    """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes): N, or an elastic range MIN:MAX (e.g. 2:4): node 0 waits up to Train.peer_timeout for MAX machines, then continues with those that came when at least MIN did (also after a lost machine, with Train.max_restarts); null with Train.dist_ips (the list is the count; no range)."""
     launch_style: str = "ips"
     """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
     stall_timeout: Optional[float] = 300.0
