@@ -185,3 +185,21 @@ def test_a_host_with_another_config_stops_every_host_naming_the_key(netns_hosts,
         text = output(tmp_path, "mismatch", i)
         assert code == 2 and differs in text and "Traceback" not in text, text[-3000:]
         assert not (tmp_path / f"host{i}" / "out").exists()  # stopped before anything was launched
+
+
+def test_a_second_job_on_a_busy_port_is_refused_on_every_host_within_seconds(netns_hosts, tmp_path):  # noqa: F811
+    """Another job holds Train.port + 1 (paddle's store) on the first host: both hosts exit 2 within 15 s with
+    one line naming the port and its holder, instead of the second one waiting out Train.peer_timeout (60 s)."""
+    hosts = netns_hosts(2)
+    holder = hosts.popen(0, [sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                             "s.bind(('', 6171)); s.listen(); print('held', flush=True); time.sleep(600)"],
+                         stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    procs = start(hosts, tmp_path, "busy", command(hosts, "Train.port=6170"))
+    done = wait_all(procs, timeout=60)
+    for i, (code, seconds) in done.items():
+        text = output(tmp_path, "busy", i)
+        errors = [line for line in text.splitlines() if line.startswith("paddledist: error:")]
+        assert code == 2 and seconds < 15 and len(errors) == 1, (i, code, seconds, text[-3000:])
+        assert "port 6171 (Train.port + 1) on node 0" in errors[0] and "in use" in errors[0], errors[0]
+        assert "Traceback" not in text and not (tmp_path / f"host{i}" / "out").exists()
