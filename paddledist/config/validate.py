@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from paddledist.config.device import parse_device
-from paddledist.config.schema import GRAD_SYNC, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
+from paddledist.config.schema import GRAD_COMPRESSION, GRAD_SYNC, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -70,10 +70,18 @@ def _validate_grad_sync(cfg: Config) -> None:
     sync = cfg.Train.grad_sync
     if sync not in GRAD_SYNC:
         raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
-    if sync in ("shm", "flat") and parse_device(cfg.Global.device).accelerator:
+    if sync in ("shm", "bucket", "flat") and parse_device(cfg.Global.device).accelerator:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
     if sync == "shm" and len(cfg.Train.dist_ips or ()) > 1:
-        raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
+        raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use bucket or auto")
+    if cfg.Train.grad_compression not in GRAD_COMPRESSION:
+        raise UserError(f"Train.grad_compression: unknown value {cfg.Train.grad_compression!r}; use one of "
+                        f"{', '.join(GRAD_COMPRESSION)}")
+    if cfg.Train.grad_bucket_mb <= 0:
+        raise UserError(f"Train.grad_bucket_mb must be > 0, got {cfg.Train.grad_bucket_mb}")
+    if cfg.Train.grad_compression == "fp16" and not parse_device(cfg.Global.device).accelerator:
+        raise UserError("Train.grad_compression=fp16 is for GPU jobs (paddle's gloo all-reduce of float16 "
+                        "returns inf on CPU); use bf16 or none")
 
 
 def _validate_choice(key: str, value, choices: tuple) -> None:
