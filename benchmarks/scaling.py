@@ -3,6 +3,9 @@
     python benchmarks/scaling.py --quick                       # CPU, one rank per core (here 2), < 10 min
     python benchmarks/scaling.py                               # more steps, 5 repeats, and each setting's effect
     python benchmarks/scaling.py --device gpu --nproc 8        # one GPU per rank (NCCL), same measurements
+    python benchmarks/scaling.py --hosts 2 --link-mbit 1000 --quick Train.grad_compression=bf16
+                                  # two namespace hosts on a shaped link (root; bench_hosts.py); extra
+                                  # arguments are -o overrides for the data-parallel run
 
 Images/s of ResNet18 (32x32 input, --batch-size per rank), on synthetic data and on a folder of PNGs read
 through the ClsDataset loader:
@@ -306,6 +309,9 @@ def parse(argv=None):
     p.add_argument("--quiet-wait", type=float, default=120, help="seconds to wait for an idle machine per run")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--plot", default=None, help="PNG path for a bar chart (needs matplotlib)")
+    p.add_argument("--hosts", type=int, default=0, help="network-namespace hosts, one rank each (needs root)")
+    p.add_argument("--link-mbit", type=float, default=10000, help="with --hosts: the link's rate (tc tbf)")
+    p.add_argument("overrides", nargs="*", help="-o overrides for the data-parallel run (with --hosts)")
     p.add_argument("--probe", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -315,7 +321,9 @@ def parse(argv=None):
             setattr(args, name, value)
     if args.tiny:
         args.batch_size, args.warmup, args.startup_repeats = 4, 2, 1
-    if args.nproc is None:
+    if args.hosts:
+        args.nproc = args.hosts
+    elif args.nproc is None:
         args.nproc = gpu_count() if args.device == "gpu" else usable_cpus()
     return args
 
@@ -335,6 +343,8 @@ def main(argv=None) -> None:
                   "loader": lambda: probe_loader(args.data, args.batch_size, 30)}[args.probe]()
         print(json.dumps(result), flush=True)
         return
+    if args.hosts:
+        return main_hosts(args)
     b, started = Bench(args), time.time()
     print(f"{args.model}, batch {args.batch_size} per rank, {args.nproc} ranks on {args.device}; {b.cpus} usable "
           f"CPU cores ({b.vendor or 'unknown vendor'}); load {os.getloadavg()}", flush=True)
@@ -347,6 +357,19 @@ def main(argv=None) -> None:
     print(table(b.rows))
     if args.plot:
         plot(b.rows, args.plot, f"{args.model}, batch {args.batch_size}/rank, {args.nproc} {args.device} ranks")
+    print(json.dumps(summary))
+
+
+def main_hosts(args) -> None:
+    from bench_hosts import run_hosts  # imports this module
+
+    started = time.time()
+    print(f"{args.model}, batch {args.batch_size} per rank, {args.hosts} namespace hosts x 1 rank, link "
+          f"{args.link_mbit:g} Mbit/s, overrides {args.overrides}; load {os.getloadavg()}", flush=True)
+    b, summary = run_hosts(args)
+    summary["elapsed_s"] = round(time.time() - started)
+    print()
+    print(table(b.rows))
     print(json.dumps(summary))
 
 
