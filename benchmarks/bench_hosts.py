@@ -115,6 +115,9 @@ class HostBench(Bench):
         """Rank 0's log of the last data-parallel run (the sync it chose, the gradient size)."""
         self.tx: list[float] = []
         """Bytes host 0 sent per training step in each data-parallel run."""
+        self.comm: list[float] = []
+        """Per data-parallel run: the median share of a step rank 0's log gives the exchange after backward
+        (the part of the communication that backward did not hide), epochs after the first."""
 
     def _start(self, host: int, argv: list[str], env: dict) -> subprocess.Popen:
         return self.hosts.popen(host, argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -161,6 +164,9 @@ class HostBench(Bench):
             history = json.load(f)["history"]
         with open(os.path.join(outs[0], "logs", "train.rank0.log"), encoding="utf-8") as f:
             self.log_text = f.read()
+        shares = [int(c) for e, c in re.findall(r"epoch (\d+)/\d+ iter .* comm (\d+)%", self.log_text) if e != "1"]
+        if shares:
+            self.comm.append(statistics.median(shares) / 100)
         for out in outs:
             shutil.rmtree(out, ignore_errors=True)
         return statistics.mean(h["images_per_sec"] for h in history[1:])
@@ -212,6 +218,7 @@ def summarize(b: HostBench, rows: dict, measured: float, rtt: Optional[float]) -
         "bare_images_per_sec": rows["bare"].median, "dp_over_raw_paddle": round(rows["dp"].median / raw, 3),
         "link_mbit": a.link_mbit, "link_measured_mbit": measured, "rtt_ms": rtt,
         "bytes_per_step": round(bytes_per_step), "tx_bytes_per_step_measured": round(statistics.median(b.tx)),
+        "dp_comm_share": round(statistics.median(b.comm), 3) if b.comm else None,
         "compute_s": round(compute_s, 4), "comm_s": round(comm_s, 4),
         "link_bound": round(compute_s / max(compute_s, comm_s), 3),
         "foreign_load_max": round(max(max(r.foreign) for r in b.rows), 2), "load": os.getloadavg(),

@@ -107,7 +107,8 @@ class Bench:
         efficiency is their median."""
         rows = [Row(name, data) for name in names]
         ratios, bound_ratios = [], []
-        runs[0]()  # warm-up, not kept: the first heavy run after lighter ones ran fastest here (pair 1 was low)
+        if not self.args.tiny:  # a smoke run only checks that everything runs
+            runs[0]()  # warm-up, not kept: the first heavy run after lighter ones ran fastest here (pair 1 was low)
         for i in range(pairs):
             order = (0, 1) if i % 2 == 0 else (1, 0)  # ABBA: a drift within a pair biases alternate ratios
             got = [None, None]
