@@ -5,8 +5,9 @@
 
 paddledist data parallel on this machine's cores (tools/train.py, ResNet18, synthetic data, --quick sizes of
 scaling.py), with every gradient crossing processes through paddle's collectives (Train.grad_sync=bucket:
-bucketed all-reduces overlapped with backward; flat: one all-reduce after backward; reducer: paddle's
-DataParallel), and through the shared-memory exchange with its shared optimizer step (Train.grad_sync=shm).
+bucketed all-reduces overlapped with backward; flat: one all-reduce after backward; paddle's DataParallel
+reducer is left out, slower than flat in every earlier run, docs/benchmarks.md), and through the shared-memory
+exchange with its shared optimizer step (Train.grad_sync=shm).
 First one run of each collective path picks the fastest; then that path and shm run in --pairs alternating
 pairs (ABBA, after one warm-up run), and `shm_over_collective` is the median of the per-pair ratios.
 `keep_shm` is whether shm is at least 5% faster: the bar issue 21 set for keeping a private exchange.
