@@ -202,7 +202,7 @@ def summarize(b: HostBench, rows: dict, measured: float, rtt: Optional[float]) -
     a = b.args
     found = re.search(r"gradient sync: (\w+) .*?, ([\d.]+) MB of gradients", b.log_text)
     sync, grad_mb = (found.group(1), float(found.group(2))) if found else ("?", 0.0)
-    wire = 0.5 if sync == "bucket" and override(a.overrides, "Train.grad_compression", "none") != "none" else 1.0
+    wire = 0.5 if sync == "bucket" and override(a.overrides, "Train.grad_compression", "none") not in ("none", "null") else 1.0
     accum = int(override(a.overrides, "Train.accum_steps", "1"))
     world = b.hosts.count
     bytes_per_step = grad_mb * 1e6 * wire * 2 * (world - 1) / world / accum  # what each rank sends (ring)

@@ -13,6 +13,7 @@ from typing import Any, List, Optional
 MODES = ("check_dataset", "train", "evaluate", "export", "predict")
 GRAD_SYNC = ("auto", "reducer", "shm", "bucket", "flat")
 GRAD_COMPRESSION = ("none", "bf16", "fp16")
+"""Train.grad_compression values besides null (YAML and -o read `none` as null; a quoted "none" stays a string)."""
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
 
@@ -115,8 +116,8 @@ class TrainConfig:
     """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one x86-64 machine, bucket across machines or elsewhere), reducer (paddle's DataParallel), shm (shared memory, x86-64 only), bucket (paddle's all-reduce in buckets, overlapped with backward), flat (one all-reduce of a flat buffer after backward)."""
     grad_bucket_mb: float = 4.0
     """(paddledist) Train.grad_sync=bucket: MB of gradients per all-reduce; smaller buckets start sending earlier in backward, larger ones pay the link's latency less often (docs/benchmarks.md)."""
-    grad_compression: str = "none"
-    """(paddledist) Train.grad_sync=bucket: the dtype gradients cross the network in: none (float32), bf16 (half the bytes; its accuracy effect is in docs/benchmarks.md), fp16 (GPU only: paddle's gloo all-reduce of float16 returns inf)."""
+    grad_compression: Optional[str] = None
+    """(paddledist) Train.grad_sync=bucket: the dtype gradients cross the network in: null or none (float32), bf16 (half the bytes; its accuracy effect is in docs/benchmarks.md), fp16 (GPU only: paddle's gloo all-reduce of float16 returns inf)."""
     port: int = 6170
     """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
     job_id: str = "paddledist"

@@ -74,7 +74,7 @@ def _validate_grad_sync(cfg: Config) -> None:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
     if sync == "shm" and len(cfg.Train.dist_ips or ()) > 1:
         raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use bucket or auto")
-    if cfg.Train.grad_compression not in GRAD_COMPRESSION:
+    if cfg.Train.grad_compression not in (None, *GRAD_COMPRESSION):
         raise UserError(f"Train.grad_compression: unknown value {cfg.Train.grad_compression!r}; use one of "
                         f"{', '.join(GRAD_COMPRESSION)}")
     if cfg.Train.grad_bucket_mb <= 0:

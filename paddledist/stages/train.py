@@ -74,7 +74,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     if resume:
         continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps))
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
-                                                   scaler, t.grad_bucket_mb, t.grad_compression)
+                                                   scaler, t.grad_bucket_mb, t.grad_compression or "none")
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
