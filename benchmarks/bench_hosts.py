@@ -129,7 +129,8 @@ class HostBench(Bench):
         return last_json(finish(proc, self.args.timeout))["images_per_sec"]
 
     def ceiling(self, data: str, env: Optional[dict] = None) -> float:
-        bare = [sys.executable, os.path.join(ROOT, "benchmarks", "bare_fleet.py"), *self.bare_args(data, self.args.steps)]
+        bare = [sys.executable, os.path.join(ROOT, "benchmarks", "bare_fleet.py"),
+                *self.bare_args(data, self.args.steps)]
         procs = [self._start(i, bare, env or self.tuned()) for i in range(self.hosts.count)]
         rates = [last_json(finish(p, self.args.timeout))["images_per_sec"] for p in procs]
         self.bound = len(rates) * min(rates)
@@ -202,7 +203,8 @@ def summarize(b: HostBench, rows: dict, measured: float, rtt: Optional[float]) -
     a = b.args
     found = re.search(r"gradient sync: (\w+) .*?, ([\d.]+) MB of gradients", b.log_text)
     sync, grad_mb = (found.group(1), float(found.group(2))) if found else ("?", 0.0)
-    wire = 0.5 if sync == "bucket" and override(a.overrides, "Train.grad_compression", "none") not in ("none", "null") else 1.0
+    compressed = override(a.overrides, "Train.grad_compression", "none") not in ("none", "null")
+    wire = 0.5 if sync == "bucket" and compressed else 1.0
     accum = int(override(a.overrides, "Train.accum_steps", "1"))
     world = b.hosts.count
     bytes_per_step = grad_mb * 1e6 * wire * 2 * (world - 1) / world / accum  # what each rank sends (ring)

@@ -36,7 +36,7 @@ def main(compression: str) -> None:
                 loss.backward()
             if m < 2:
                 sent_after_skips.append(sync.sent)
-        local.append([np.zeros(p.shape, "float32").tolist() if p.grad is None else p.grad.numpy().tolist() for p in params])
+        local.append([np.zeros(p.shape).tolist() if p.grad is None else p.grad.numpy().tolist() for p in params])
         sync()
         mean.append([p.grad.numpy().tolist() for p in params])
         for p in params:
