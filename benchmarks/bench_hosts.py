@@ -29,6 +29,7 @@ from bench_procs import ROOT, finish, free_port_range, last_json
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from netns import NetnsHosts  # noqa: E402  (the namespace helpers the multi-host tests use)
+from bench_report import table  # noqa: E402
 from scaling import Bench  # noqa: E402
 
 SINK = """
@@ -171,6 +172,17 @@ class HostBench(Bench):
         for out in outs:
             shutil.rmtree(out, ignore_errors=True)
         return statistics.mean(h["images_per_sec"] for h in history[1:])
+
+
+def main_hosts(args) -> None:
+    started = time.time()
+    print(f"{args.model}, batch {args.batch_size} per rank, {args.hosts} namespace hosts x 1 rank, link "
+          f"{args.link_mbit:g} Mbit/s, overrides {args.overrides}; load {os.getloadavg()}", flush=True)
+    b, summary = run_hosts(args)
+    summary["elapsed_s"] = round(time.time() - started)
+    print()
+    print(table(b.rows))
+    print(json.dumps(summary))
 
 
 def run_hosts(args) -> tuple[HostBench, dict]:

@@ -345,6 +345,8 @@ def main(argv=None) -> None:
         print(json.dumps(result), flush=True)
         return
     if args.hosts:
+        from bench_hosts import main_hosts  # imports this module
+
         return main_hosts(args)
     b, started = Bench(args), time.time()
     print(f"{args.model}, batch {args.batch_size} per rank, {args.nproc} ranks on {args.device}; {b.cpus} usable "
@@ -358,19 +360,6 @@ def main(argv=None) -> None:
     print(table(b.rows))
     if args.plot:
         plot(b.rows, args.plot, f"{args.model}, batch {args.batch_size}/rank, {args.nproc} {args.device} ranks")
-    print(json.dumps(summary))
-
-
-def main_hosts(args) -> None:
-    from bench_hosts import run_hosts  # imports this module
-
-    started = time.time()
-    print(f"{args.model}, batch {args.batch_size} per rank, {args.hosts} namespace hosts x 1 rank, link "
-          f"{args.link_mbit:g} Mbit/s, overrides {args.overrides}; load {os.getloadavg()}", flush=True)
-    b, summary = run_hosts(args)
-    summary["elapsed_s"] = round(time.time() - started)
-    print()
-    print(table(b.rows))
     print(json.dumps(summary))
 
 
