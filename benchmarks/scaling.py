@@ -3,6 +3,9 @@
     python benchmarks/scaling.py --quick                       # CPU, one rank per core (here 2), < 10 min
     python benchmarks/scaling.py                               # more steps, 5 repeats, and each setting's effect
     python benchmarks/scaling.py --device gpu --nproc 8        # one GPU per rank (NCCL), same measurements
+    python benchmarks/scaling.py --hosts 2 --link-mbit 1000 --quick Train.grad_compression=bf16
+                                  # two namespace hosts on a shaped link (root; bench_hosts.py); extra
+                                  # arguments are -o overrides for the data-parallel run
 
 Images/s of ResNet18 (32x32 input, --batch-size per rank), on synthetic data and on a folder of PNGs read
 through the ClsDataset loader:
@@ -104,7 +107,8 @@ class Bench:
         efficiency is their median."""
         rows = [Row(name, data) for name in names]
         ratios, bound_ratios = [], []
-        runs[0]()  # warm-up, not kept: the first heavy run after lighter ones ran fastest here (pair 1 was low)
+        if not self.args.tiny:  # a smoke run only checks that everything runs
+            runs[0]()  # warm-up, not kept: the first heavy run after lighter ones ran fastest here (pair 1 was low)
         for i in range(pairs):
             order = (0, 1) if i % 2 == 0 else (1, 0)  # ABBA: a drift within a pair biases alternate ratios
             got = [None, None]
@@ -306,6 +310,9 @@ def parse(argv=None):
     p.add_argument("--quiet-wait", type=float, default=120, help="seconds to wait for an idle machine per run")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--plot", default=None, help="PNG path for a bar chart (needs matplotlib)")
+    p.add_argument("--hosts", type=int, default=0, help="network-namespace hosts, one rank each (needs root)")
+    p.add_argument("--link-mbit", type=float, default=10000, help="with --hosts: the link's rate (tc tbf)")
+    p.add_argument("overrides", nargs="*", help="-o overrides for the data-parallel run (with --hosts)")
     p.add_argument("--probe", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -315,7 +322,9 @@ def parse(argv=None):
             setattr(args, name, value)
     if args.tiny:
         args.batch_size, args.warmup, args.startup_repeats = 4, 2, 1
-    if args.nproc is None:
+    if args.hosts:
+        args.nproc = args.hosts
+    elif args.nproc is None:
         args.nproc = gpu_count() if args.device == "gpu" else usable_cpus()
     return args
 
@@ -335,6 +344,10 @@ def main(argv=None) -> None:
                   "loader": lambda: probe_loader(args.data, args.batch_size, 30)}[args.probe]()
         print(json.dumps(result), flush=True)
         return
+    if args.hosts:
+        from bench_hosts import main_hosts  # imports this module
+
+        return main_hosts(args)
     b, started = Bench(args), time.time()
     print(f"{args.model}, batch {args.batch_size} per rank, {args.nproc} ranks on {args.device}; {b.cpus} usable "
           f"CPU cores ({b.vendor or 'unknown vendor'}); load {os.getloadavg()}", flush=True)

@@ -36,9 +36,9 @@ ONE, TWO, TWO_NODES = DistEnv(), DistEnv(world_size=2), DistEnv(world_size=4, nn
     ("shm", "cpu", ONE, BIG, "none"),
     ("auto", "cpu", TWO, BIG, "shm"),
     ("auto", "cpu", TWO, 6 * 100, "shm"),
-    ("auto", "cpu", TWO, 6 * 100 - 1, "flat"),  # the block, twice over, does not fit
-    ("auto", "cpu", TWO, None, "flat"),  # no /dev/shm
-    ("auto", "cpu", TWO_NODES, BIG, "flat"),
+    ("auto", "cpu", TWO, 6 * 100 - 1, "bucket"),  # the block, twice over, does not fit
+    ("auto", "cpu", TWO, None, "bucket"),  # no /dev/shm
+    ("auto", "cpu", TWO_NODES, BIG, "bucket"),
     ("auto", "gpu", TWO, BIG, "reducer"),
     ("flat", "gpu", TWO, BIG, "flat"),
     ("reducer", "cpu", TWO, BIG, "reducer"),
@@ -53,7 +53,11 @@ def test_shm_that_does_not_fit_is_refused_not_left_to_sigbus():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["Train.grad_sync=nccl"], r"Train.grad_sync: unknown value 'nccl'; use one of auto, reducer, shm, flat"),
+    (["Train.grad_sync=nccl"], r"Train.grad_sync: unknown value 'nccl'; use one of auto, reducer, shm, bucket, flat"),
+    (["Train.grad_sync=bucket", "Global.device=gpu:0,1"], r"Train.grad_sync=bucket is for CPU jobs"),
+    (["Train.grad_compression=fp16"], r"Train.grad_compression=fp16 is for GPU jobs \(paddle's gloo all-reduce"),
+    (["Train.grad_compression=int8"], r"Train.grad_compression: unknown value 'int8'; use one of none, bf16, fp16"),
+    (["Train.grad_bucket_mb=0"], r"Train.grad_bucket_mb must be > 0"),
     (["Train.grad_sync=flat", "Global.device=gpu:0,1"], r"Train.grad_sync=flat is for CPU jobs"),
     (["Train.grad_sync=shm", "Train.dist_ips=10.0.0.1,10.0.0.2"], r"Train.grad_sync=shm needs every rank on one"),
 ])
@@ -123,13 +127,14 @@ def train(out: Path, *overrides: str) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def test_shm_flat_and_reducer_reach_the_same_parameters(tmp_path):
+def test_every_sync_reaches_the_same_parameters(tmp_path):
     params, logs = {}, {}
-    for mode in ("shm", "flat", "reducer"):
-        train(tmp_path / mode, f"Train.grad_sync={mode}")
+    for mode in ("shm", "bucket", "flat", "reducer"):
+        # buckets of 0.01 MB: LeNet's gradients go out in several all-reduces, from the backward thread
+        train(tmp_path / mode, f"Train.grad_sync={mode}", "Train.grad_bucket_mb=0.01")
         params[mode] = paddle.load(str(tmp_path / mode / "latest" / "latest.pdparams"), return_numpy=True)
         logs[mode] = (tmp_path / mode / "logs" / "train.rank0.log").read_text()
-    for mode in ("shm", "flat"):
+    for mode in ("shm", "bucket", "flat"):
         assert max(float(np.abs(params[mode][k] - params["reducer"][k]).max()) for k in params[mode]) < 1e-6
         assert f"gradient sync: {mode}" in logs[mode]
         assert ("optimizer step shared" in logs[mode]) == (mode == "shm")
@@ -291,6 +296,6 @@ def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
 
 
 def test_shm_is_refused_where_its_flags_would_not_be_ordered():
-    assert choose("auto", "cpu", TWO, 300, BIG, arch="aarch64") == "flat"
+    assert choose("auto", "cpu", TWO, 300, BIG, arch="aarch64") == "bucket"
     with pytest.raises(UserError, match=r"Train.grad_sync=shm needs an x86-64 CPU, this one is aarch64"):
         choose("shm", "cpu", TWO, 300, BIG, arch="aarch64")

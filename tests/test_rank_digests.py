@@ -22,7 +22,7 @@ def digest_of(log: Path) -> str:
     return found[0]
 
 
-@pytest.mark.parametrize("sync", ["flat", "reducer"])
+@pytest.mark.parametrize("sync", ["flat", "bucket", "reducer"])
 def test_both_ranks_end_with_the_same_parameters(tmp_path, sync):
     from test_multihost import digest_of_saved_weights
 

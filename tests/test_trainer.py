@@ -53,14 +53,16 @@ def test_default_job_reaches_95_percent(tmp_path):
     assert result["models"]["best"]["pdparams"] == "best_model/best_model.pdparams"
 
 
-def test_data_parallel_is_exactly_large_batch_sgd(tmp_path):
+@pytest.mark.parametrize("sync", ["auto", "bucket"])  # one machine: shm; the cross-machine path over loopback
+def test_data_parallel_is_exactly_large_batch_sgd(tmp_path, sync):
     """2 processes x batch 32 and 1 process x batch 64 end one epoch with the same parameters.
 
     At a small learning rate, so that what is compared is the update rule, not how this CPU's rounding (sums of
     32 + 32 per-sample gradients against 64 in one, kernels picked by the CPU's instruction set) grows through a
     chaotic epoch: at the default 0.05 the two runs ended 1.5e-3 apart on an Intel Xeon and < 1e-4 on an AMD
     EPYC; at 0.001 they end ~6e-8 apart, while a gradient 0.7% off on 2 ranks ends them 2.2e-4 apart."""
-    exact = [*EXACT, "Train.epochs_iters=1", "Train.learning_rate=0.001"]
+    exact = [*EXACT, "Train.epochs_iters=1", "Train.learning_rate=0.001", f"Train.grad_sync={sync}",
+             "Train.grad_bucket_mb=0.01"]  # several buckets for LeNet
     two = train(tmp_path / "two", *exact, "Train.batch_size=32", "Global.device=cpu:0,1")
     one = train(tmp_path / "one", *exact, "Train.batch_size=64")
     assert (two["world_size"], two["global_batch_size"]) == (2, 64)

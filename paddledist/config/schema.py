@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 MODES = ("check_dataset", "train", "evaluate", "export", "predict", "doctor")
-GRAD_SYNC = ("auto", "reducer", "shm", "flat")
+GRAD_SYNC = ("auto", "reducer", "shm", "bucket", "flat")
+GRAD_COMPRESSION = ("none", "bf16", "fp16")
+"""Train.grad_compression values besides null (YAML and -o read `none` as null; a quoted "none" stays a string)."""
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
 LAUNCH_STYLES = ("ips", "master")
@@ -115,7 +117,11 @@ class TrainConfig:
     fast_mkl_on_amd: bool = False
     """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
     grad_sync: str = "auto"
-    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one x86-64 machine, flat across machines or elsewhere), reducer (paddle's DataParallel), shm (shared memory, x86-64 only), flat (one all-reduce of a flat buffer)."""
+    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one x86-64 machine, bucket across machines or elsewhere), reducer (paddle's DataParallel), shm (shared memory, x86-64 only), bucket (paddle's all-reduce in buckets, overlapped with backward), flat (one all-reduce of a flat buffer after backward)."""
+    grad_bucket_mb: float = 4.0
+    """(paddledist) Train.grad_sync=bucket: MB of gradients per all-reduce; smaller buckets start sending earlier in backward, larger ones pay the link's latency less often (docs/benchmarks.md)."""
+    grad_compression: Optional[str] = None
+    """(paddledist) Train.grad_sync=bucket: the dtype gradients cross the network in: null or none (float32), bf16 (half the bytes; its accuracy effect is in docs/benchmarks.md), fp16 (GPU only: paddle's gloo all-reduce of float16 returns inf)."""
     port: int = 6170
     """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
     job_id: str = "paddledist"

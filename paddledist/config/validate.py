@@ -7,7 +7,8 @@ import math
 
 from paddledist.config.device import parse_device
 from paddledist.config.nodecount import parse_nnodes
-from paddledist.config.schema import GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS, MODES, OPTIMIZERS, Config
+from paddledist.config.schema import (GRAD_COMPRESSION, GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS, MODES, OPTIMIZERS,
+                                      Config)
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -74,10 +75,18 @@ def _validate_grad_sync(cfg: Config) -> None:
     sync = cfg.Train.grad_sync
     if sync not in GRAD_SYNC:
         raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
-    if sync in ("shm", "flat") and parse_device(cfg.Global.device).accelerator:
+    if sync in ("shm", "bucket", "flat") and parse_device(cfg.Global.device).accelerator:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
     if sync == "shm" and (len(cfg.Train.dist_ips or ()) > 1 or _most_nodes(cfg) > 1):
-        raise UserError("Train.grad_sync=shm needs every rank on one machine; with Train.dist_ips use flat or auto")
+        raise UserError("Train.grad_sync=shm needs every rank on one machine; with several machines use bucket or auto")
+    if cfg.Train.grad_compression not in (None, *GRAD_COMPRESSION):
+        raise UserError(f"Train.grad_compression: unknown value {cfg.Train.grad_compression!r}; use one of "
+                        f"{', '.join(GRAD_COMPRESSION)}")
+    if cfg.Train.grad_bucket_mb <= 0:
+        raise UserError(f"Train.grad_bucket_mb must be > 0, got {cfg.Train.grad_bucket_mb}")
+    if cfg.Train.grad_compression == "fp16" and not parse_device(cfg.Global.device).accelerator:
+        raise UserError("Train.grad_compression=fp16 is for GPU jobs (paddle's gloo all-reduce of float16 "
+                        "returns inf on CPU); use bf16 or none")
 
 
 def _most_nodes(cfg: Config) -> int:

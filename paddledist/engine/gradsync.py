@@ -1,6 +1,6 @@
 """Gradient averaging across ranks after backward, in place (the trainer's loss weights assume an average).
 
-Three ways, chosen by Train.grad_sync (auto picks per device and job shape):
+Four ways, chosen by Train.grad_sync (auto picks per device and job shape):
 
   reducer  paddle's DataParallel (fleet.distributed_model): bucketed all-reduces overlapped with backward.
            The right tool on GPU with NCCL. On CPU with gloo it measured slow (benchmarks/, docs/benchmarks.md):
@@ -10,9 +10,11 @@ Three ways, chosen by Train.grad_sync (auto picks per device and job shape):
            the optimizer's Momentum update to parameters all ranks share in the block (SharedStep), or else
            the optimizer reads the mean in place. Memory passes only: ~3x less time than a gloo all-reduce
            over loopback, and mostly hidden in the wait for the slowest rank.
-  flat     one gloo (or NCCL) all_reduce of a persistent flat buffer: CPU jobs across machines.
+  bucket   paddle's all_reduce in buckets from a background thread while backward runs (bucketsync.py),
+           optionally in bf16 (Train.grad_compression): CPU jobs across machines.
+  flat     one gloo all_reduce of a persistent flat buffer after backward (no overlap).
 
-shm and flat leave the model unwrapped: the caller broadcasts rank 0's parameters once (broadcast_parameters)
+shm, bucket and flat leave the model unwrapped: the caller broadcasts rank 0's parameters once (broadcast_parameters)
 and calls the sync after the last backward of an update. All ranks end with bit-identical gradients, or with
 the shared step, with the one updated set of parameters (the trainer then skips optimizer.step).
 """
@@ -35,6 +37,7 @@ import paddle
 import paddle.distributed as pdist
 from paddle import _C_ops
 
+from paddledist.engine.bucketsync import BucketSync, flag
 from paddledist.engine.distenv import DistEnv, barrier, broadcast_object
 from paddledist.errors import UserError
 
@@ -62,7 +65,7 @@ def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[i
         return mode
     if kind != "cpu":  # gpu and PaddleX's other card kinds: paddle's DataParallel over the card's library
         return "reducer"
-    return "shm" if dist.nnodes == 1 and fits and x86 else "flat"
+    return "shm" if dist.nnodes == 1 and fits and x86 else "bucket"
 
 
 def shm_free_bytes(path: str = SHM_DIR) -> Optional[int]:
@@ -189,7 +192,7 @@ class ShmSync(_Flat):
 
     def skip(self):
         """Micro-batches before the last of an update: gradients accumulate, nothing is copied."""
-        return _flag(self, "skipping")
+        return flag(self, "skipping")
 
     def _arrived(self, k: int) -> None:
         if not self.skipping:
@@ -345,15 +348,6 @@ def header_bytes(world: int, nparams: int, npieces: int) -> int:
     return -(-8 * header_ints(world, nparams, npieces) // 4096) * 4096
 
 
-@contextlib.contextmanager
-def _flag(obj, name: str):
-    setattr(obj, name, True)
-    try:
-        yield
-    finally:
-        setattr(obj, name, False)
-
-
 def shared_block(size: int, dist: DistEnv) -> tuple[mmap.mmap, int]:
     """`size` zero bytes in /dev/shm mapped by every rank, and a descriptor of it to lock pieces by; the file is
     gone once all have opened it, so nothing is left behind if a rank dies later."""
@@ -393,7 +387,8 @@ def block_size(params, world: int, shared_step: bool = False) -> int:
     return header_bytes(world, len(params), npieces) + 4 * areas(world, shared_step) * int(bounds[-1])
 
 
-def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0, scaler=None):
+def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0, scaler=None,
+          bucket_mb: float = 4.0, compression: str = "none"):
     """(model, optimizer, sync): wrapped by fleet for the reducer, else as they are, with rank 0's parameters
     copied to every rank. The shm sync also takes over the optimizer's update where SharedStep supports it."""
     params = [p for p in model.parameters() if not p.stop_gradient]
@@ -403,8 +398,9 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float 
     if chosen == "none":
         return model, optimizer, NoSync()
     if dist.is_main:
-        log.info("gradient sync: %s (Train.grad_sync=%s), %.1f MB of gradients%s", chosen, mode, nbytes / 1e6,
-                 ", optimizer step shared" if chosen == "shm" and shared else "")
+        log.info("gradient sync: %s (Train.grad_sync=%s), %.1f MB of gradients%s%s", chosen, mode, nbytes / 1e6,
+                 ", optimizer step shared" if chosen == "shm" and shared else "",
+                 f", buckets of {bucket_mb:g} MB, sent as {compression}" if chosen == "bucket" else "")
     if chosen == "reducer":
         from paddle.distributed import fleet
 
@@ -413,6 +409,8 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float 
     broadcast_parameters(model)
     if chosen == "shm":
         return model, optimizer, shm_sync(params, dist, timeout, SharedStep(optimizer) if shared else None)
+    if chosen == "bucket":
+        return model, optimizer, BucketSync(params, dist, bucket_mb, compression, timeout)
     return model, optimizer, FlatSync(params, dist)
 
 

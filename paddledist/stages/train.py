@@ -76,7 +76,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     if resume:
         continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps), t.accum_steps)
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
-                                                   scaler)
+                                                   scaler, t.grad_bucket_mb, t.grad_compression or "none")
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
              VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
     folder = os.environ.get(control.CONTROL_VAR)

@@ -1,0 +1,155 @@
+"""Gradient averaging through paddle's own all-reduce, overlapped with backward (Train.grad_sync=bucket).
+
+Gradients are grouped into buckets of about Train.grad_bucket_mb, in the reverse order of the parameters (the
+order backward produces them, as paddle's DataParallel reducer groups them). A backward hook copies each
+gradient into its bucket; once a bucket is full, and every bucket before it has been handed on, a background
+thread all-reduces it with the process group's `all_reduce` while backward goes on. After the last backward
+the caller waits for every bucket and reads the mean back into the gradients.
+
+Why a thread: paddle's gloo process group runs `all_reduce(..., sync_op=False)` to the end inside the call
+(the task it returns is already complete), so "async" alone overlaps nothing on CPU; the call lets go of the
+GIL, so on a thread it runs beside backward. Why the process group and not paddle.distributed.all_reduce:
+paddle keeps dygraph mode in thread-local state, so the wrapper would take its static-graph path on another
+thread.
+
+Buckets go out strictly in index order on every rank (a bucket whose parameter this rank did not use this
+step waits for the end of backward and sends zeros for it), so all ranks issue the same collectives in the
+same order. Train.grad_compression=bf16 sends bfloat16 (half the bytes; the sum is rounded once per hop, the
+same on every rank). fp16 is refused on CPU: paddle 3.3's gloo all-reduce of float16 returns inf
+(tests/test_bucketsync.py pins it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from typing import Optional
+
+import numpy as np
+import paddle
+from paddle.base import core
+
+from paddledist.engine.distenv import DistEnv
+
+WIRE = {"none": None, "bf16": "bfloat16", "fp16": "float16"}
+"""Train.grad_compression -> the dtype gradients travel in (None: as they are, float32)."""
+
+
+def plan_buckets(sizes: list[int], limit: int) -> list[list[int]]:
+    """Parameter indices per bucket, last parameter first; a bucket closes once it holds >= `limit` floats."""
+    buckets, current, filled = [], [], 0
+    for k in reversed(range(len(sizes))):
+        current.append(k)
+        filled += sizes[k]
+        if filled >= limit:
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+class BucketSync:
+    timed = True
+    """The time of __call__ is the exchange's tail: what backward did not hide."""
+    updates = False
+
+    def __init__(self, params, dist: DistEnv, bucket_mb: float = 4.0, compression: str = "none",
+                 timeout: float = 60.0, group=None) -> None:
+        self.params = [p for p in params if not p.stop_gradient]
+        self.dist, self.timeout, self.wire_dtype = dist, timeout, WIRE[compression]
+        sizes = [int(np.prod(p.shape)) for p in self.params]
+        self.buckets = plan_buckets(sizes, max(1, int(bucket_mb * (1 << 20) / 4)))
+        self.where = {}
+        """Parameter k -> (bucket, start, end) in that bucket's flat buffer."""
+        self.flat = []
+        for b, members in enumerate(self.buckets):
+            offsets = np.cumsum([0] + [sizes[k] for k in members])
+            self.where.update({k: (b, int(offsets[i]), int(offsets[i + 1])) for i, k in enumerate(members)})
+            self.flat.append(paddle.zeros([int(offsets[-1])], dtype="float32"))
+        self.arrays = [np.from_dlpack(t) for t in self.flat]
+        self.wire: list[Optional[paddle.Tensor]] = [None] * len(self.buckets)
+        self.group = group or paddle.distributed.collective._get_global_group()
+        self.exchanges = 0
+        """Completed exchanges (one per update); every bucket is all-reduced once per exchange and never else."""
+        self.sent = 0
+        """Buckets all-reduced so far, over all exchanges."""
+        self.skipping = False
+        self._reset()
+        self._todo: queue.SimpleQueue = queue.SimpleQueue()
+        self._done = threading.Semaphore(0)
+        self._error: Optional[BaseException] = None
+        threading.Thread(target=self._serve, name="paddledist-grad-allreduce", daemon=True).start()
+        for k, p in enumerate(self.params):
+            p._register_backward_hook(lambda k=k: self._arrived(k))
+
+    def _reset(self) -> None:
+        self.missing = [len(m) for m in self.buckets]
+        self.arrived = [False] * len(self.params)
+        self.next = 0  # the next bucket to hand to the thread
+
+    def skip(self):
+        """Micro-batches before the last of an update: gradients accumulate in place, nothing is sent."""
+        return flag(self, "skipping")
+
+    def _arrived(self, k: int) -> None:
+        if self.skipping or self.arrived[k]:
+            return
+        b, start, end = self.where[k]
+        grad = self.params[k].grad
+        self.arrays[b][start:end] = 0 if grad is None else np.from_dlpack(grad.detach()).reshape(-1)
+        self.arrived[k] = True
+        self.missing[b] -= 1
+        self._send_ready()
+
+    def _send_ready(self) -> None:
+        while self.next < len(self.buckets) and self.missing[self.next] == 0:
+            b = self.next
+            self.wire[b] = self.flat[b] if self.wire_dtype is None else self.flat[b].astype(self.wire_dtype)
+            self._todo.put(b)
+            self.next += 1
+
+    def _serve(self) -> None:
+        while True:
+            b = self._todo.get()
+            try:
+                self.group.process_group.all_reduce(self.wire[b], core.ReduceOp.SUM, True).wait()
+            except BaseException as e:  # noqa: BLE001  (raised again on the training thread, in __call__)
+                self._error = e
+            self._done.release()
+
+    def __call__(self) -> None:
+        for k in range(len(self.params)):  # parameters this rank did not use this step: zeros
+            self._arrived(k)
+        for _ in self.buckets:
+            if not self._done.acquire(timeout=self.timeout):
+                raise RuntimeError(f"gradient sync: a bucket's all-reduce did not finish within {self.timeout:g} s "
+                                   f"(Train.heartbeat_timeout): another rank stopped or the link stalled")
+        if self._error is not None:
+            raise RuntimeError(f"gradient sync: all-reduce failed: {self._error}") from self._error
+        self._read_back()
+        self.sent += len(self.buckets)
+        self.exchanges += 1
+        self._reset()
+
+    def _read_back(self) -> None:
+        scale = np.float32(1.0 / self.dist.world_size)
+        for b in range(len(self.buckets)):
+            wide = self.flat[b] if self.wire_dtype is None else self.wire[b].astype("float32")
+            summed = np.from_dlpack(wide)
+            for k in self.buckets[b]:
+                p, (_, start, end) = self.params[k], self.where[k]
+                if p.grad is None:  # unused here, maybe used elsewhere: a gradient of its own to hold the mean
+                    p._copy_gradient_from(paddle.zeros_like(p))
+                np.multiply(summed[start:end], scale, out=np.from_dlpack(p.grad.detach()).reshape(-1))
+
+
+@contextlib.contextmanager
+def flag(obj, name: str):
+    """`obj.name` is True inside the block."""
+    setattr(obj, name, True)
+    try:
+        yield
+    finally:
+        setattr(obj, name, False)

@@ -1,0 +1,49 @@
+"""One rank of a real 2-process job (run under paddle.distributed.launch by tests/test_bucketsync.py): the bucket
+sync on a small model over paddle's gloo group. Rank 0 never uses the second head, rank 1 is slow in backward,
+each update accumulates 3 micro-batches under skip(). Prints one JSON line per rank."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+
+import numpy as np
+import paddle
+import paddle.distributed as pdist
+
+from paddledist.engine.bucketsync import BucketSync
+from paddledist.engine.distenv import DistEnv
+
+
+def main(compression: str) -> None:
+    pdist.init_parallel_env()
+    rank, world = pdist.get_rank(), pdist.get_world_size()
+    paddle.seed(0)
+    body, head_a, head_b = paddle.nn.Linear(8, 300), paddle.nn.Linear(300, 4), paddle.nn.Linear(300, 4)
+    params = [*body.parameters(), *head_a.parameters(), *head_b.parameters()]
+    sync = BucketSync(params, DistEnv(rank, world), bucket_mb=0.002, compression=compression)  # 524 floats each
+    local, mean, sent_after_skips = [], [], []
+    for step in range(3):
+        for m in range(3):
+            x = paddle.to_tensor(np.random.default_rng(100 * step + 10 * rank + m).normal(size=(5, 8)), "float32")
+            h = body(x)
+            loss = head_a(h).square().sum() + (head_b(h).square().sum() if rank else 0)
+            with sync.skip() if m < 2 else contextlib.nullcontext():
+                if rank == 1:
+                    time.sleep(0.2)
+                loss.backward()
+            if m < 2:
+                sent_after_skips.append(sync.sent)
+        local.append([np.zeros(p.shape).tolist() if p.grad is None else p.grad.numpy().tolist() for p in params])
+        sync()
+        mean.append([p.grad.numpy().tolist() for p in params])
+        for p in params:
+            p.clear_gradient(set_to_zero=False)
+    print(json.dumps({"rank": rank, "buckets": len(sync.buckets), "sent": sync.sent, "exchanges": sync.exchanges,
+                      "sent_after_skips": sent_after_skips, "local": local, "mean": mean}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
