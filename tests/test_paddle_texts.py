@@ -21,19 +21,22 @@ WORKER = textwrap.dedent("""
     if dist.get_rank() == 1:
         os._exit(7)
     time.sleep(float(sys.argv[1]))
-    dist.all_reduce(x)  # the peer is gone: gloo fails here
+    if sys.argv[2] == "barrier":
+        dist.barrier()  # the peer is gone: gloo fails here (paddledist waits in one after each epoch's checkpoints)
+    else:
+        dist.all_reduce(x)  # the peer is gone: gloo fails here
 """)
 
 
-def launch(tmp_path, delay: float):
+def launch(tmp_path, delay: float, op: str = "all_reduce"):
     """Two real ranks through paddle's launcher: rank 1 exits 7 after a first all_reduce; rank 0, `delay` s
     later, blocks in a second one. -> (the launcher's failed-rank lines parsed, rank 0's log lines)."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    logs = tmp_path / f"logs{delay}"
+    logs = tmp_path / f"logs{delay}{op}"
     env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "lo"}
     proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-                           "--log_dir", str(logs), str(script), str(delay)], capture_output=True, text=True,
+                           "--log_dir", str(logs), str(script), str(delay), op], capture_output=True, text=True,
                           timeout=180, env=env, cwd=tmp_path)
     text = proc.stdout + proc.stderr
     failed = [f for f in map(paddle_texts.rank_failed, text.splitlines()) if f]
@@ -56,8 +59,24 @@ def test_gloo_prints_a_broken_collective_text_the_runner_matches(tmp_path):
     assert all(log.startswith(str(logs)) for _, _, log in failed), failed
 
 
+@pytest.mark.multiproc
+def test_a_barrier_whose_peer_is_gone_is_a_broken_collective_too(tmp_path):
+    _, _, rank0 = launch(tmp_path, 0.0, "barrier")
+    assert paddle_texts.collective_broke(rank0), "\n".join(rank0[-30:])
+
+
 @pytest.mark.unit
 def test_own_error_finds_the_last_paddledist_line():
     lines = ["x", "paddledist: error: first", "[rank0] paddledist: error: cannot write /o/latest: No space left"]
     assert paddle_texts.own_error(lines) == "cannot write /o/latest: No space left"
     assert paddle_texts.own_error(["Traceback"]) is None
+
+
+@pytest.mark.unit
+def test_a_gloo_pair_timeout_is_a_broken_collective():
+    """Rank 1's barrier on a namespace host after rank 0 died of a full disk (tests/test_disk_full.py), as gloo
+    printed it: it must not count as rank 1 failing on its own (it would be told as the job's cause)."""
+    line = ("RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 1 "
+            "pair_rank = 0 peer_str = [10.78.235.1]:7046")
+    assert paddle_texts.collective_broke(["Traceback (most recent call last):", line])
+    assert not paddle_texts.collective_broke(["RuntimeError: (InvalidArgument) shape mismatch"])

@@ -11,9 +11,11 @@ RANK_FAILED = re.compile(r"Container rank (\d+) status failed cmd .* code (-?\d+
 """paddle.distributed.launch (controllers/controller.py watch) when a local rank exits non-zero."""
 
 COLLECTIVE_BREAK = ("gloo::IoException", "gloo::TimeoutException", "Connection reset by peer",
-                    "Connection closed by peer")
+                    "Connection closed by peer", "gloo/transport/tcp/pair.cc")
 """In a failed rank's log: it failed because a peer vanished or went silent, not for a reason of its own
-(measured with gloo on CPU; NCCL's messages are not recognised, so GPU ranks count as failing on their own)."""
+(measured with gloo on CPU; NCCL's messages are not recognised, so GPU ranks count as failing on their own).
+Any error raised from gloo's TCP pair is its transport to a peer failing, e.g. a barrier across namespace hosts
+whose peer died: "[.../gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 1 pair_rank = 0"."""
 
 OWN_ERROR = "paddledist: error: "
 """How paddledist.cli prints a rank's one-line error (a user error, a failed write such as a full disk)."""

@@ -41,8 +41,10 @@ class PeerLinks(Protocol):
     def finish(self) -> Optional[str]: ...
 
 
-BLAME_WAIT_S = 5.0
-"""After local ranks failed because their collectives broke: how long to wait for word of the cause elsewhere."""
+BLAME_WAIT_S = 15.0
+"""After local ranks failed because their collectives broke: how long to wait for word of the cause elsewhere
+(a node whose rank failed on its own tells it once paddle's launcher there has noticed and exited, which took
+over 5 s on a loaded machine; a lost node is known at once, so this wait only runs out when no one knows)."""
 
 
 
