@@ -63,7 +63,7 @@ setup(
     packages=find_packages(include=["paddledist", "paddledist.*"]),
     python_requires=">=3.10",
     install_requires=["pyyaml>=6.0", "omegaconf>=2.3", "psutil>=5.9", "pillow>=9.0", "numpy"] + paddle_requirement(),
-    extras_require={"test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "jsonschema>=4"], "viz": ["visualdl"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6", "jsonschema>=4"], "viz": ["visualdl"]},
     cmdclass={"build_py": BuildWithBundled},
     entry_points={"console_scripts": ["paddledist=paddledist.cli:console_main"]},
 )

@@ -90,7 +90,7 @@ def test_every_tool_reports_user_errors(run_tool, paddlex_yaml, tmp_path, script
 def test_ci_runs_the_readme_test_command():
     root = Path(__file__).resolve().parent.parent
     readme, ci = (root / "README.md").read_text(), (root / ".ci" / "run").read_text().splitlines()
-    command = 'pip install -e ".[test]" && python -m pytest -q -n 2 --dist loadfile tests'
+    command = 'pip install -e ".[test]" && python -m pytest -q tests'
     assert command in readme
     assert all(part in ci for part in command.split(" && ")), "README's command 2 and .ci/run disagree"
 
