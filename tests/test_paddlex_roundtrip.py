@@ -19,7 +19,8 @@ from paddledist.models.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 DIGITS = REPO / "dataset" / "digits"
-MODELS = {"PP-LCNet_x1_0": ["Train.input_size=32"], "ResNet18": ["Train.input_size=32"],
+# a square model (ResNet18 takes the same resize-short + crop path; left out for CI time) and a non-square one
+MODELS = {"PP-LCNet_x1_0": ["Train.input_size=32"],
           # non-square 80x160 inputs, resized without a crop, from PaddleX's textline_orientation module config
           "PP-LCNet_x0_25_textline_ori": []}
 
