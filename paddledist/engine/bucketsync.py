@@ -80,7 +80,8 @@ class BucketSync:
         self._todo: queue.SimpleQueue = queue.SimpleQueue()
         self._done = threading.Semaphore(0)
         self._error: Optional[BaseException] = None
-        threading.Thread(target=self._serve, name="paddledist-grad-allreduce", daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, name="paddledist-grad-allreduce", daemon=True)
+        self._thread.start()
         for k, p in enumerate(self.params):
             p._register_backward_hook(lambda k=k: self._arrived(k))
 
@@ -110,9 +111,17 @@ class BucketSync:
             self._todo.put(b)
             self.next += 1
 
+    def close(self) -> None:
+        """End the sending thread before the process exits (a thread still waiting inside paddle while the
+        interpreter and paddle's process group are torn down crashed a rank at exit, after its last step)."""
+        self._todo.put(None)
+        self._thread.join(timeout=5)
+
     def _serve(self) -> None:
         while True:
             b = self._todo.get()
+            if b is None:
+                return
             try:
                 self.group.process_group.all_reduce(self.wire[b], core.ReduceOp.SUM, True).wait()
             except BaseException as e:  # noqa: BLE001  (raised again on the training thread, in __call__)

@@ -40,7 +40,11 @@ def run(cfg: Config, dist: DistEnv) -> None:
         log.info("resolved config:\n%s", to_yaml(cfg))
         log.info("MKL: %s", " ".join(f"{k}={v}" for k, v in cpu_settings.items()) or "default code path")
         log.info("malloc: %s", " ".join(f"{k}={v}" for k, v in malloc.items()) or "as the environment sets it")
-    build_trainer(cfg, dist, kind, train_samples, val_samples, pretrain, resume).train()
+    trainer = build_trainer(cfg, dist, kind, train_samples, val_samples, pretrain, resume)
+    try:
+        trainer.train()
+    finally:
+        getattr(trainer.grad_sync, "close", lambda: None)()  # the bucket sync's sending thread
 
 
 def _write_run_files(cfg: Config, samples) -> None:
