@@ -85,7 +85,27 @@ class DepthwiseSeparable(nn.Layer):
         return self.pw_conv(x)
 
 
-class PPLCNet(nn.Layer):
+class LastConvHead:
+    """PP-LCNet's and PP-LCNetV2's head, on the network itself so the parameter names stay PaddleClas's
+    (last_conv, fc): pooled features -> [1x1 conv to class_expand, activation, dropout] -> flatten -> fc."""
+
+    def build_head(self, c_in: int, class_expand: int, class_num: int, use_last_conv: bool, act: nn.Layer,
+                   dropout_prob: float) -> None:
+        self.use_last_conv = use_last_conv
+        if use_last_conv:
+            self.last_conv = nn.Conv2D(c_in, class_expand, 1, bias_attr=False)
+            self.act = act
+            self.dropout = nn.Dropout(p=dropout_prob, mode="downscale_in_infer")
+        self.flatten = nn.Flatten(start_axis=1, stop_axis=-1)
+        self.fc = nn.Linear(class_expand if use_last_conv else c_in, class_num)
+
+    def head(self, x: paddle.Tensor) -> paddle.Tensor:
+        if self.use_last_conv:
+            x = self.dropout(self.act(self.last_conv(x)))
+        return self.fc(self.flatten(x))
+
+
+class PPLCNet(LastConvHead, nn.Layer):
     def __init__(self, scale: float = 1.0, class_num: int = 1000, dropout_prob: float = 0.2,
                  class_expand: int = 1280, lr_mult_list: Sequence[float] = (1.0,) * 6,
                  stride_list: Sequence = (2, 2, 2, 2, 2), use_last_conv: bool = True,
@@ -103,22 +123,13 @@ class PPLCNet(nn.Layer):
             setattr(self, f"blocks{i + 2}", nn.Sequential(*blocks))
         self.avg_pool = nn.AdaptiveAvgPool2D(1)
         last = make_divisible(NET_CONFIG[-1][-1][2] * scale)
-        self.last_conv = None
-        if use_last_conv:
-            self.last_conv = nn.Conv2D(last, class_expand, 1, bias_attr=False)
-            self.act = ACTS[act]()
-            self.dropout = nn.Dropout(p=dropout_prob, mode="downscale_in_infer")
-        self.flatten = nn.Flatten(start_axis=1, stop_axis=-1)
-        self.fc = nn.Linear(class_expand if use_last_conv else last, class_num)
+        self.build_head(last, class_expand, class_num, use_last_conv, ACTS[act](), dropout_prob)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.conv1(x)
         for i in range(2, 7):
             x = getattr(self, f"blocks{i}")(x)
-        x = self.avg_pool(x)
-        if self.last_conv is not None:
-            x = self.dropout(self.act(self.last_conv(x)))
-        return self.fc(self.flatten(x))
+        return self.head(self.avg_pool(x))
 
 
 def pp_lcnet(num_classes: int = 1000, input_size: int = 224, scale: float = 1.0, **kwargs) -> PPLCNet:

@@ -15,7 +15,7 @@ from typing import Sequence
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.pp_lcnet import make_divisible
+from paddledist.models.pp_lcnet import LastConvHead, make_divisible
 
 # stage: (in_channels, kernel, split_pw, use_rep, use_se, use_shortcut); a stage's blocks output 2x in_channels
 NET_CONFIG = (
@@ -88,7 +88,7 @@ class RepDepthwiseSeparable(nn.Layer):
         return x + identity if self.use_shortcut else x
 
 
-class PPLCNetV2(nn.Layer):
+class PPLCNetV2(LastConvHead, nn.Layer):
     def __init__(self, scale: float, depths: Sequence[int], class_num: int = 1000, dropout_prob: float = 0.0,
                  use_last_conv: bool = True, class_expand: int = 1280, act: str = "relu") -> None:
         super().__init__()
@@ -101,23 +101,14 @@ class PPLCNetV2(nn.Layer):
                 RepDepthwiseSeparable(c(c_in if i == 0 else c_in * 2), c(c_in * 2), 2 if i == 0 else 1, k,
                                       split_pw, use_rep, use_se, shortcut, act) for i in range(depth)]))
         self.avg_pool = nn.AdaptiveAvgPool2D(1)
-        self.use_last_conv = use_last_conv
         last = c(NET_CONFIG[-1][0] * 2)
-        if use_last_conv:
-            self.last_conv = nn.Conv2D(last, class_expand, 1, bias_attr=False)
-            self.act = ACTS[act]()
-            self.dropout = nn.Dropout(p=dropout_prob, mode="downscale_in_infer")
-        self.flatten = nn.Flatten(start_axis=1, stop_axis=-1)
-        self.fc = nn.Linear(class_expand if use_last_conv else last, class_num)
+        self.build_head(last, class_expand, class_num, use_last_conv, ACTS[act](), dropout_prob)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.stem(x)
         for stage in self.stages:
             x = stage(x)
-        x = self.avg_pool(x)
-        if self.use_last_conv:
-            x = self.dropout(self.act(self.last_conv(x)))
-        return self.fc(self.flatten(x))
+        return self.head(self.avg_pool(x))
 
 
 VARIANTS = {"small": (0.75, (2, 2, 4, 2)), "base": (1.0, (2, 2, 6, 2)), "large": (1.25, (2, 2, 8, 2))}
