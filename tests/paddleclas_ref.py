@@ -135,6 +135,29 @@ def assert_same_function(ours, theirs, shape, seed: int = 0, atol: float = 1e-4,
     np.testing.assert_allclose(a, b, rtol=0, atol=atol * scale)
 
 
+def assert_same_in_train_mode(ours, theirs) -> None:
+    """From the same random weights, the train-mode forward (batch statistics; the same dropout mask from the
+    same paddle seed) and the running batch-norm statistics it updates equal PaddleClas's."""
+    import paddle
+
+    state = randomise(theirs, seed=5)
+    ours.set_state_dict(state)
+    theirs.set_state_dict(state)
+    ours.train()
+    theirs.train()
+    x = paddle.to_tensor(np.random.default_rng(6).standard_normal([4, 3, 32, 32]).astype("float32"))
+    paddle.seed(7)
+    a = ours(x).numpy()
+    paddle.seed(7)
+    b = theirs(x).numpy()
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
+    theirs_after = theirs.state_dict()
+    for key, value in ours.state_dict().items():
+        if key.endswith(("_mean", "_variance")):
+            assert not np.array_equal(value.numpy(), state[key]), f"{key} was not updated"
+            np.testing.assert_allclose(value.numpy(), theirs_after[key].numpy(), rtol=1e-4, atol=1e-5, err_msg=key)
+
+
 def train_steps(model, shape, steps: int = 3, adamw: bool = False) -> tuple[list, list]:
     """A few real training steps on random images (train mode, cross entropy, Momentum without L2 or AdamW
     without decay) -> (the losses, the names of trainable parameters that did not move)."""

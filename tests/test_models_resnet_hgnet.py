@@ -20,7 +20,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, assert_same_layout, parameter_attrs, randomise, ref_module, train_steps
+from paddleclas_ref import assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 
@@ -102,17 +102,4 @@ def feeds_only_a_batch_norm(name: str) -> bool:
 def test_train_mode_outputs_and_batch_norm_statistics_equal_paddleclas(name):
     """Training uses batch statistics and updates the running ones: PaddleClas's ResNet uses the legacy
     BatchNorm layer, ours BatchNorm2D, so the train-mode forward and its moving averages are checked too."""
-    ours, theirs = build_model(name, CLASSES, 32), reference(name)
-    state = randomise(theirs, seed=5)
-    ours.set_state_dict(state)
-    theirs.set_state_dict(state)
-    ours.train()
-    theirs.train()
-    x = paddle.to_tensor(np.random.default_rng(6).standard_normal([4, 3, 32, 32]).astype("float32"))
-    a, b = ours(x).numpy(), theirs(x).numpy()
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
-    theirs_after = theirs.state_dict()
-    for key, value in ours.state_dict().items():
-        if key.endswith(("_mean", "_variance")):
-            assert not np.array_equal(value.numpy(), state[key]), f"{key} was not updated"
-            np.testing.assert_allclose(value.numpy(), theirs_after[key].numpy(), rtol=1e-4, atol=1e-5, err_msg=key)
+    assert_same_in_train_mode(build_model(name, CLASSES, 32), reference(name))
