@@ -54,6 +54,31 @@ def test_the_worker_entry_does_not_put_the_package_folder_on_sys_path(tmp_path):
     assert proc.returncode == 0 and "paddledist worker" in proc.stdout
 
 
+LEAVE_PROBE = """
+import atexit, ctypes, runpy, sys
+libc = ctypes.CDLL(None)
+libc.strdup.restype = ctypes.c_void_p
+# A C-level exit handler, as paddle's and MKL's teardown are: it prints 'c-teardown' if the C exit runs.
+libc.__cxa_atexit(ctypes.cast(libc.puts, ctypes.c_void_p), ctypes.c_void_p(libc.strdup(b"c-teardown")), None)
+worker = runpy.run_path(sys.argv[1])
+atexit.register(lambda: open(sys.argv[2], "w").write("ran"))
+print("buffered", end="")
+worker["leave"](3) if sys.argv[3] == "leave" else sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("how", ["leave", "exit"])
+def test_a_finished_worker_skips_the_c_teardown_but_keeps_its_output_code_and_exit_handlers(tmp_path, how):
+    """worker.leave ends a finished worker without the C-level teardown that crashed rank 0 (paddle's TCP-store
+    daemon against paddle's static destructors), but with Python's exit handlers, flushed output and its code.
+    The plain exit beside it shows the probe sees the C teardown when it runs."""
+    marker = tmp_path / "atexit"
+    proc = subprocess.run([sys.executable, "-c", LEAVE_PROBE, WORKER_SCRIPT, str(marker), how],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 3 and marker.read_text() == "ran"
+    assert proc.stdout == ("buffered" if how == "leave" else "bufferedc-teardown\n")
+
+
 def test_paddle_range_is_the_same_in_setup_py_and_in_the_check():
     pinned = re.search(r'PADDLE = "([^"]+)"', (REPO / "setup.py").read_text())[1]
     assert pinned == paddle_version.REQUIREMENT
