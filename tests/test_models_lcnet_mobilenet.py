@@ -13,9 +13,7 @@ PaddleX's training config (class_num, stride_list, use_last_conv).
 
 from __future__ import annotations
 
-import ast
 import logging
-from pathlib import Path
 
 import numpy as np
 import paddle
@@ -24,6 +22,7 @@ import yaml
 
 from paddledist.models import REGISTRY, build_model
 from paddleclas_ref import assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs, ref_module, train_steps
+from paddlex_ref import model_names, module_config
 
 pytestmark = pytest.mark.models
 
@@ -31,7 +30,6 @@ FAMILIES = ("pp_lcnet", "pp_lcnet_v2", "mobilenet_v1", "mobilenet_v3")
 NAMES = [name for name, spec in REGISTRY.items() if spec.family in FAMILIES]
 CLASSES = 10
 ARCH_KWARGS = ("stride_list", "use_last_conv")
-PADDLEX_MODEL_LIST = Path("/tmp/wheels/px/paddlex/modules/image_classification/model_list.py")
 PREFIXES = ("PP-LCNet", "MobileNetV1", "MobileNetV3")  # every PaddleX name of these families
 
 
@@ -59,21 +57,15 @@ def test_the_families_register_every_paddlex_name():
     assert set(NAMES) == expected
 
 
-@pytest.mark.skipif(not PADDLEX_MODEL_LIST.exists(), reason="the unpacked PaddleX wheel is not at /tmp/wheels/px")
 def test_every_paddlex_image_classification_name_of_the_families_is_registered():
-    tree = ast.parse(PADDLEX_MODEL_LIST.read_text())
-    models = next(ast.literal_eval(node.value) for node in tree.body
-                  if isinstance(node, ast.Assign) and node.targets[0].id == "MODELS")
-    ours = [m for m in models if m.startswith(PREFIXES)]
+    ours = [m for m in model_names() if m.startswith(PREFIXES)]
     assert len(ours) == len(NAMES) and set(ours) == set(NAMES)
 
 
-@pytest.mark.skipif(not PADDLEX_MODEL_LIST.exists(), reason="the unpacked PaddleX wheel is not at /tmp/wheels/px")
 @pytest.mark.parametrize("name", NAMES)
 def test_the_official_weights_and_class_count_are_paddlex_s(name):
     """`pretrain_weight_path: default` means the URL PaddleX's own module config for the model names."""
-    [config] = PADDLEX_MODEL_LIST.parents[2].glob(f"configs/modules/*/{name}.yaml")
-    train = yaml.safe_load(config.read_text())["Train"]
+    train = yaml.safe_load(module_config(name).read_text())["Train"]
     assert REGISTRY[name].cfg.url == train["pretrain_weight_path"]
     if REGISTRY[name].cfg.num_classes != 1000:  # the special models' heads are PaddleX's class count
         assert REGISTRY[name].cfg.num_classes == train["num_classes"]

@@ -14,8 +14,6 @@ ppcls.arch.backbone.legendary_models.swin_transformer).
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import numpy as np
 import paddle
@@ -24,12 +22,12 @@ import pytest
 from paddledist.models import REGISTRY, build_model
 from paddledist.models.swin_transformer import swin_transformer
 from paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
+from paddlex_ref import model_names, module_config
 
 pytestmark = pytest.mark.models
 
 NAMES = [n for n, s in REGISTRY.items() if s.family == "swin_transformer"]
 CLASSES = 10
-PADDLEX = Path("/tmp/wheels/px/paddlex")
 
 
 def reference(name: str) -> paddle.nn.Layer:
@@ -42,10 +40,7 @@ def test_every_paddlex_swin_name_is_registered():
                 "SwinTransformer_base_patch4_window7_224", "SwinTransformer_base_patch4_window12_384",
                 "SwinTransformer_large_patch4_window7_224", "SwinTransformer_large_patch4_window12_384"}
     assert set(NAMES) == expected
-    model_list = PADDLEX / "modules/image_classification/model_list.py"
-    if model_list.is_file():
-        listed = set(re.findall(r'"(SwinTransformer_[^"]+)"', model_list.read_text()))
-        assert listed == expected
+    assert {m for m in model_names() if m.startswith("SwinTransformer_")} == expected
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -55,9 +50,7 @@ def test_spec_is_fixed_size_with_paddlex_weight_url(name):
     assert (cfg.input_size, cfg.min_input_size, cfg.fixed_input_size) == (side, side, True)
     assert cfg.resize_short == {224: 256, 384: 438}[side] and cfg.interpolation == "bicubic"
     assert cfg.optimizer.name == "AdamW" and "relative_position_bias_table" in cfg.optimizer.no_weight_decay_name
-    module_cfg = PADDLEX / f"configs/modules/image_classification/{name}.yaml"
-    if module_cfg.is_file():
-        assert f"pretrain_weight_path: {cfg.url}" in module_cfg.read_text()
+    assert f"pretrain_weight_path: {cfg.url}" in module_config(name).read_text()
 
 
 @pytest.mark.parametrize("name", NAMES)
