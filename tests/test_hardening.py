@@ -223,3 +223,23 @@ def test_outside_paths_are_read_when_allowed(tmp_path, data):
     done, _ = run_cli(tmp_path, CONFIG, f"Global.dataset_dir={data}", f"Global.output={tmp_path / 'o'}",
                       "Global.allow_outside_paths=true", dry_run=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("text, progress", [
+    ('{"epoch": 2, "step_in_epoch": 5}', {"epoch": 2, "step_in_epoch": 5}),
+    ("[" * 100_000 + "]" * 100_000, None),  # json.load: RecursionError
+    ('{"epoch": 1, "epoch": 9}', None),
+    ("[1, 2]", None),
+    ("\xff", None),
+    (None, None),
+], ids=["valid", "deep", "duplicate-key", "not-a-mapping", "not-json", "absent"])
+def test_the_latest_progress_read_by_the_supervisor_is_bounded(tmp_path, text, progress):
+    """The restart loop reads <output>/latest/latest.info.json: a damaged or crafted file means no progress known,
+    never a crash of the supervisor (the bounded JSON reader of every file the tool reads)."""
+    from paddledist.launch.control import latest_progress
+
+    if text is not None:
+        (tmp_path / "latest").mkdir()
+        (tmp_path / "latest" / "latest.info.json").write_bytes(text.encode("latin-1"))
+    assert latest_progress(str(tmp_path)) == progress

@@ -16,6 +16,9 @@ import shutil
 import tempfile
 from typing import Optional
 
+from paddledist.config.safeload import read_json
+from paddledist.errors import UserError
+
 CONTROL_VAR = "PADDLEDIST_CONTROL"
 RESTARTS_VAR = "PADDLEDIST_RESTARTS"
 """The restarts so far (JSON list of {"cause", "epoch"}), for rank 0's train_result.json."""
@@ -68,9 +71,11 @@ class Control:
 
 def latest_progress(output: str) -> Optional[dict]:
     """{"epoch", "step_in_epoch"} of <output>/latest (its info.json), or None without one (on this machine)."""
+    path = os.path.join(output, "latest", "latest.info.json")
     try:
-        with open(os.path.join(output, "latest", "latest.info.json")) as f:
-            info = json.load(f)
-    except (OSError, ValueError):
+        info = read_json(path, "the latest checkpoint's info") if os.path.exists(path) else None
+    except UserError:  # bounded like every JSON the tool reads: a damaged file is no progress, not a crash
+        return None
+    if not isinstance(info, dict):
         return None
     return {"epoch": info.get("epoch", 0), "step_in_epoch": info.get("step_in_epoch", 0)}
