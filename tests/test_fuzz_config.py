@@ -1,6 +1,6 @@
 """Property-based fuzzing (hypothesis, seeded) of the `-o` grammar and of YAML documents through the real loader,
-200 through the CLI's entry in-process and a handful through tools/train.py: every input ends in a valid Config or a one-line UserError (exit 2),
-never another exception, a traceback or a hang. 806 cases."""
+200 cases through the CLI's entry in-process and a handful through tools/train.py: every input ends in a valid
+Config or a one-line UserError (exit 2), never another exception, a traceback or a hang. 806 cases."""
 
 from __future__ import annotations
 
@@ -121,10 +121,11 @@ YAML_TEXT = st.text(alphabet="[]{}&*:-,'\"!|>#\n ab1", min_size=1, max_size=80)
 @seed(25)
 @settings(max_examples=200, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.one_of(YAML_TEXT, st.sampled_from(["", "Train:\n  batch_size: 8\n", "Train:\n  epochs_iters: 1\n  augment: false\n",
-                                             "Global:\n  seed: 3\n", "Evaluate:\n  weight_path: None\n"])),
-       st.lists(st.builds(lambda k, v: f"{k}={v}", st.one_of(st.sampled_from(KEYS), keys), st.one_of(PLAIN_VALUES, raw_values)),
-                max_size=2))
+@given(st.one_of(YAML_TEXT, st.sampled_from(["", "Train:\n  batch_size: 8\n", "Global:\n  seed: 3\n",
+                                             "Train:\n  epochs_iters: 1\n  augment: false\n",
+                                             "Evaluate:\n  weight_path: None\n"])),
+       st.lists(st.builds(lambda k, v: f"{k}={v}", st.one_of(st.sampled_from(KEYS), keys),
+                          st.one_of(PLAIN_VALUES, raw_values)), max_size=2))
 @pytest.mark.unit
 def test_cli_error_path_in_process(tmp_path_factory, capsys, text, items):
     """cli.main --dry-run, as tools/train.py calls it: exit 0, or exit 2 with one line on stderr; no exception
