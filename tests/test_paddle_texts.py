@@ -80,3 +80,20 @@ def test_a_gloo_pair_timeout_is_a_broken_collective():
             "pair_rank = 0 peer_str = [10.78.235.1]:7046")
     assert paddle_texts.collective_broke(["Traceback (most recent call last):", line])
     assert not paddle_texts.collective_broke(["RuntimeError: (InvalidArgument) shape mismatch"])
+
+
+@pytest.mark.unit
+def test_a_worker_whose_collective_broke_prints_one_line_and_any_other_error_is_raised(capsys):
+    """A rank whose peer went away says so in one line that still carries gloo's words (the runner reads them);
+    its stack goes to its log file only. tests/test_disk_full.py's two-host case checks it end to end."""
+    from paddledist.stages import _collective_broke
+
+    gloo = RuntimeError("[/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 1 "
+                        "pair_rank = 0 peer_str = [10.78.235.1]:7046")
+    assert _collective_broke(gloo, 1) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("paddledist: rank 1: a collective with the other ranks broke")
+    assert paddle_texts.collective_broke(err)
+    own = RuntimeError("(InvalidArgument) shape mismatch")
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        _collective_broke(own, 0)

@@ -64,11 +64,31 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
     from paddledist.engine.trainer import Preempted
 
     install_stack_dump()  # the stall watchdog asks for this rank's stack with a signal
+    dist = dist_from_env(os.environ)
     try:
-        _stage_runner(cfg.Global.mode[0])(cfg, dist_from_env(os.environ))
+        _stage_runner(cfg.Global.mode[0])(cfg, dist)
     except Preempted as e:  # every rank saved at the same step; the supervisor turns this into PREEMPTED_EXIT
         print(f"paddledist: preempted at {e}; latest holds this step", flush=True)
+    except Exception as e:  # noqa: BLE001  (only a broken collective is handled; anything else is raised again)
+        return _collective_broke(e, dist.rank)
     return 0
+
+
+def _collective_broke(error: Exception, rank: int) -> int:
+    """A collective that broke because a peer rank or machine went away is a consequence, not this rank's bug:
+    one line (the runner reads gloo's words in it and names the cause from the other machines), the stack only
+    in this rank's log file. Any other exception is raised again, with its traceback."""
+    import logging
+
+    from paddledist.launch import paddle_texts
+
+    text = str(error).strip().splitlines()
+    if not paddle_texts.collective_broke(text):
+        raise error
+    logging.getLogger("paddledist").debug("the collective that broke:", exc_info=error)
+    print(f"paddledist: rank {rank}: a collective with the other ranks broke ({text[-1]}); "
+          f"another rank or machine stopped first, the launcher names which", file=sys.stderr, flush=True)
+    return 1
 
 
 def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], dry_run: bool) -> int:

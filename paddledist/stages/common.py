@@ -26,10 +26,11 @@ def setup_logging(output: str, stage: str, dist: DistEnv) -> None:
     fmt = logging.Formatter(f"[%(asctime)s rank{dist.rank}] %(message)s", "%H:%M:%S")
     logger = logging.getLogger("paddledist")
     logger.handlers.clear()
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     logger.propagate = False
-    for handler in (logging.StreamHandler(sys.stdout),
-                    logging.FileHandler(os.path.join(output, "logs", f"{stage}.rank{dist.rank}.log"))):
+    console = logging.StreamHandler(sys.stdout)
+    console.setLevel(logging.INFO)  # DEBUG (e.g. the stack of a broken collective) goes to the file only
+    for handler in (console, logging.FileHandler(os.path.join(output, "logs", f"{stage}.rank{dist.rank}.log"))):
         handler.setFormatter(fmt)
         logger.addHandler(handler)
 
