@@ -19,6 +19,8 @@ from typing import Mapping, Optional, Sequence
 
 import pytest
 
+from conftest import unavailable
+
 
 class NetnsUnavailable(RuntimeError):
     """This machine cannot create network namespaces (not root, no iproute2, no permission)."""
@@ -149,7 +151,7 @@ def netns_hosts():
         try:
             hosts = NetnsHosts(count).__enter__()
         except NetnsUnavailable as e:
-            pytest.skip(str(e))
+            unavailable(str(e))
         made.append(hosts)
         return hosts
 

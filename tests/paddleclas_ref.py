@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import unavailable
+
 PADDLECLAS = "paddleclas==2.6.0"
 CACHE = Path(os.environ.get("PADDLEDIST_TEST_CACHE", Path.home() / ".cache" / "paddledist-tests"))
 
@@ -34,7 +36,7 @@ def _install() -> Path:
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp), PADDLECLAS]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        pytest.skip(f"cannot install {PADDLECLAS} as the reference (no package registry?): {done.stderr[-300:]}")
+        unavailable(f"cannot install {PADDLECLAS} as the reference (no package registry?): {done.stderr[-300:]}")
     tmp.rename(target) if not target.exists() else None
     return root
 

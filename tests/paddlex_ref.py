@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
+
 PADDLEX = "paddlex==3.7.2"
 CACHE = Path(os.environ.get("PADDLEDIST_TEST_CACHE", Path.home() / ".cache" / "paddledist-tests"))
 MODULES = "paddlex/configs/modules"
@@ -46,7 +48,7 @@ def _wheel_root() -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels), PADDLEX]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        pytest.skip(f"cannot download {PADDLEX} as the reference (no package registry?): {done.stderr[-300:]}")
+        unavailable(f"cannot download {PADDLEX} as the reference (no package registry?): {done.stderr[-300:]}")
     wheel = next(wheels.glob("paddlex-*.whl"))
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     with zipfile.ZipFile(wheel) as archive:
@@ -99,7 +101,7 @@ def _pip(*args: str) -> None:
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], capture_output=True, text=True,
                           timeout=900)
     if done.returncode != 0:
-        pytest.skip(f"cannot install paddlex {VERSION} as the test reference: {done.stderr[-300:]}")
+        unavailable(f"cannot install paddlex {VERSION} as the test reference: {done.stderr[-300:]}")
 
 
 def site() -> Path:

@@ -23,6 +23,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import pytest
 
+from conftest import unavailable
 from netns import NetnsHosts, NetnsUnavailable
 
 PROGRAMS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo", "squeue", "scancel", "scontrol", "munged")
@@ -203,11 +204,11 @@ def slurm_cluster(tmp_path):
     def make(count: int) -> SlurmCluster:
         reason = ensure_slurm()
         if reason:
-            pytest.skip(reason)
+            unavailable(reason)
         try:
             hosts = NetnsHosts(count).__enter__()
         except NetnsUnavailable as e:
-            pytest.skip(str(e))
+            unavailable(str(e))
         stack = contextlib.ExitStack()
         cluster = SlurmCluster(hosts, tmp_path / "slurm")
         made.append((cluster, stack))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from netns import NetnsHosts, NetnsUnavailable
 
 pytestmark = [pytest.mark.bench, pytest.mark.multihost]
@@ -24,7 +25,7 @@ def test_shaped_link_benchmark_runs_and_bf16_halves_the_bytes_on_the_link():
     try:
         NetnsHosts(1).__enter__().close()
     except NetnsUnavailable as e:
-        pytest.skip(str(e))
+        unavailable(str(e))
     argv = ["--hosts", "2", "--link-mbit", "1000", "--tiny", "--steps", "2", "--epoch-steps", "3", "--quiet-wait", "0",
             "--max-foreign", "1", "Train.grad_compression=bf16"]
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), *argv], capture_output=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from netns import netns_hosts  # noqa: F401  (fixture)
 
 from paddledist.errors import OUTPUT_ERROR_EXIT, OutputWriteError
@@ -28,7 +29,7 @@ DATA = str(REPO / "dataset" / "digits")
 def tmpfs(tmp_path):
     """mount(size) -> a fresh tmpfs folder of that size, unmounted at the end."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        unavailable("mounting a tmpfs needs root")
     mounted = []
 
     def mount(size: str) -> Path:
