@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from paddledist.models import REGISTRY
-from paddlex_ref import model_names, module_configs
+import yaml
+
+from paddlex_ref import model_names, module_config
 
 REPO = Path(__file__).resolve().parent.parent
 OVERRIDES = [f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", "Train.num_classes=10", "Global.device=cpu"]
@@ -32,10 +34,23 @@ def dry_run(config: Path, cwd: Path) -> tuple[str, subprocess.CompletedProcess]:
     return config.stem, subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.unit
+def test_every_model_s_official_weights_are_the_url_its_paddlex_config_names():
+    """`pretrain_weight_path: default` (weights.source) means the registry's URL: for every PaddleX model it is
+    the one PaddleX's own module config trains from."""
+    wrong = {}
+    for name in model_names():
+        train = yaml.safe_load(module_config(name).read_text())["Train"]
+        if REGISTRY[name].cfg.url != train["pretrain_weight_path"]:
+            wrong[name] = (REGISTRY[name].cfg.url, train["pretrain_weight_path"])
+    assert wrong == {}
+
+
 @pytest.mark.multiproc
 def test_every_shipped_config_dry_runs(tmp_path):
-    configs = module_configs()
-    assert {c.stem for c in configs} <= set(REGISTRY)
+    """Every model's config, the special models' from their own module folders (textline_orientation...) too."""
+    configs = [module_config(name) for name in model_names()]
+    assert len({c.stem for c in configs}) == len(model_names())
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda c: dry_run(c, tmp_path), configs))
     failed = {name: (p.stdout + p.stderr).strip().splitlines()[-1:] for name, p in results if p.returncode != 0}
