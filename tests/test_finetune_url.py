@@ -82,3 +82,42 @@ def test_an_unreachable_url_exits_2_with_one_line_before_any_worker(tmp_path):
     assert url in lines[0] and "Train.pretrain_weight_path" in lines[0]
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "out" / "logs").exists()
+
+
+def evaluate(tmp_path: Path, out: str, weights: str) -> dict:
+    cmd = [sys.executable, str(REPO / "tools" / "eval.py"), "-c", str(CONFIG), "-o", "Global.model=PP-LCNet_x1_0",
+           "Train.num_classes=10", "Train.input_size=32", f"Evaluate.weight_path={weights}",
+           f"Global.output={tmp_path / out}", f"Global.dataset_dir={REPO / 'dataset' / 'digits'}"]
+    env = dict(os.environ, PADDLEDIST_HOME=str(tmp_path / "home"), PYTHONUNBUFFERED="1")
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((tmp_path / out / "evaluate_result.json").read_text())
+
+
+def test_evaluate_reads_weights_from_a_url_and_from_default_as_from_a_file(tmp_path, monkeypatch):
+    """Evaluate.weight_path as a URL (downloaded into the cache) and as `default` (the registry's official URL,
+    here answered from a cache seeded with the file, as after an earlier download) evaluates the same weights
+    as the local file. The head's weights are scaled up so that predictions differ image by image and depend
+    on the weights."""
+    from paddledist import hub
+    from paddledist.models import model_spec
+
+    paddle.seed(5)
+    model = build_model("PP-LCNet_x1_0", 10, 32)
+    state = {k: v * 50 if k.startswith("fc.") else v for k, v in model.state_dict().items()}
+    local = tmp_path / "w.pdparams"
+    paddle.save(state, str(local))
+    by_file = evaluate(tmp_path, "file", str(local))
+    assert 0.0 < by_file["top1"] < 1.0 and by_file["weight_path"] == str(local)
+    with WeightServer({PATH: local.read_bytes()}) as server:
+        by_url = evaluate(tmp_path, "url", server.url(PATH))
+        assert server.requests == [PATH]
+    official = model_spec("PP-LCNet_x1_0").cfg.url
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path / "home"))  # as evaluate() runs the tool
+    cached = Path(hub.cached_path(official))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_bytes(local.read_bytes())
+    by_default = evaluate(tmp_path, "default", "default")
+    assert by_default["weight_path"] == str(cached)
+    for got in (by_url, by_default):
+        assert (got["top1"], got["loss"], got["num_samples"]) == (by_file["top1"], by_file["loss"], 359)
