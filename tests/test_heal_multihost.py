@@ -1,10 +1,11 @@
 """Self-healing and preemption on real two-host jobs (network-namespace hosts, tests/netns.py).
 
 With Train.max_restarts=1, a host whose workers are killed (its supervisor lives) makes every supervisor end its
-workers, meet again on Train.port and relaunch from latest: both hosts exit 0 and train_result.json records the
-restart; a second kill is past the limit and fails as without restarts, naming the cause. SIGTERM to one host's
-supervisor mid-epoch makes every rank save latest at the same step and both hosts exit 75 (errors.PREEMPTED_EXIT);
-the same command (Train.resume_path=auto) then finishes with the parameters of an uninterrupted run.
+workers, meet again on Train.port and relaunch from latest: both hosts exit 0, train_result.json records the
+restart and the parameters equal an uninterrupted run's; a second kill is past the limit and fails as without
+restarts, naming the cause. SIGTERM to one host's supervisor mid-epoch makes every rank save latest at the same
+step and both hosts exit 75 (errors.PREEMPTED_EXIT); the same command (Train.resume_path=auto) then finishes
+with the parameters of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ def wait_for_text(path: Path, text: str, procs, timeout: float = 120) -> None:
 
 
 def test_a_killed_worker_is_restarted_and_the_job_finishes(netns_hosts, tmp_path):  # noqa: F811
+    """...and, restarted from the last epoch's checkpoint, ends with the parameters of an uninterrupted run."""
     hosts = netns_hosts(2)
-    procs = start(hosts, tmp_path, "heal", command(hosts, "Train.max_restarts=1"))
+    reference = start(hosts, tmp_path, "reference", command(hosts, "Train.augment=False", "Global.output=ref"))
+    assert all(code == 0 for code, _ in wait_all(reference, timeout=240).values()), output(tmp_path, "reference", 0)
+    procs = start(hosts, tmp_path, "heal", command(hosts, "Train.max_restarts=1", "Train.augment=False"))
     wait_for_epoch(tmp_path, 1, procs)
     kill_workers(hosts, 1)
     killed = time.monotonic()
@@ -89,6 +93,8 @@ def test_a_killed_worker_is_restarted_and_the_job_finishes(netns_hosts, tmp_path
     assert "rank 1 failed with exit code -9" in got["restarts"][0]["cause"]
     assert got["restarts"][0]["epoch"] >= 1 and got["start_epoch"] == got["restarts"][0]["epoch"] + 1
     assert not pids_in(hosts, 0) and not pids_in(hosts, 1)
+    healed, uninterrupted = params(tmp_path, "out"), params(tmp_path, "ref")
+    assert max(float(np.abs(healed[k] - uninterrupted[k]).max()) for k in uninterrupted) <= 1e-6
 
 
 def test_a_lost_host_started_again_by_hand_rejoins_and_the_job_finishes(netns_hosts, tmp_path):  # noqa: F811
