@@ -69,12 +69,12 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
         _stage_runner(cfg.Global.mode[0])(cfg, dist)
     except Preempted as e:  # every rank saved at the same step; the supervisor turns this into PREEMPTED_EXIT
         print(f"paddledist: preempted at {e}; latest holds this step", flush=True)
-    except Exception as e:  # noqa: BLE001  (only a broken collective is handled; anything else is raised again)
+    except RuntimeError as e:  # what paddle raises when gloo's transport fails; anything else is raised again
         return _collective_broke(e, dist.rank)
     return 0
 
 
-def _collective_broke(error: Exception, rank: int) -> int:
+def _collective_broke(error: RuntimeError, rank: int) -> int:
     """A collective that broke because a peer rank or machine went away is a consequence, not this rank's bug:
     one line (the runner reads gloo's words in it and names the cause from the other machines), the stack only
     in this rank's log file. Any other exception is raised again, with its traceback."""
