@@ -15,7 +15,8 @@ import paddle
 import pytest
 
 from paddledist.models import build_model
-from weight_server import WeightServer, closed_port
+from conftest import free_port
+from weight_server import WeightServer
 
 pytestmark = pytest.mark.multiproc
 REPO = Path(__file__).resolve().parent.parent
@@ -74,7 +75,7 @@ def test_fine_tune_from_a_url_on_two_processes_then_from_the_cache(tmp_path, ser
 
 
 def test_an_unreachable_url_exits_2_with_one_line_before_any_worker(tmp_path):
-    url = f"http://127.0.0.1:{closed_port()}/PPLCNet_x1_0_pretrained.pdparams"
+    url = f"http://127.0.0.1:{free_port()}/PPLCNet_x1_0_pretrained.pdparams"
     done = train(tmp_path, "out", url)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()

@@ -13,7 +13,8 @@ import pytest
 
 from paddledist import hub
 from paddledist.errors import UserError
-from weight_server import WeightServer, closed_port
+from conftest import free_port
+from weight_server import WeightServer
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ def test_http_error_is_one_line_naming_url_and_local_file_option():
 
 
 def test_offline_is_one_line_and_leaves_nothing(cache):
-    url = f"http://127.0.0.1:{closed_port()}/w.pdparams"
+    url = f"http://127.0.0.1:{free_port()}/w.pdparams"
     with pytest.raises(UserError) as e:
         hub.resolve(url, "Evaluate.weight_path")
     assert url in str(e.value) and "-o Evaluate.weight_path=" in str(e.value)
