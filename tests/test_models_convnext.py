@@ -1,5 +1,5 @@
-"""ConvNeXt against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py): names and shapes of tiny, small,
-base and large, eval outputs of ConvNeXt_tiny, drop path's train-mode semantics under one seed, and a few
+"""ConvNeXt against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py): names and shapes of every variant
+(tiny and small also parameter attributes), eval outputs of ConvNeXt_tiny, drop path's train-mode semantics under one seed, and a few
 AdamW steps that move every weight."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, ref_module, train_steps
+from paddleclas_ref import assert_same_function, parameter_attrs, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 NAMES = [n for n, s in REGISTRY.items() if s.family == "convnext"]
@@ -32,6 +32,7 @@ def test_names_and_shapes_equal_paddleclas(name):
     ours, theirs = build_model(name, 10, 224), reference(name)
     assert {k: list(v.shape) for k, v in ours.state_dict().items()} == \
         {k: list(v.shape) for k, v in theirs.state_dict().items()}
+    assert parameter_attrs(ours) == parameter_attrs(theirs)  # lr multipliers, own regularizers, trainability
 
 
 def test_eval_outputs_equal_paddleclas():
@@ -50,7 +51,7 @@ def test_train_mode_drop_path_equals_paddleclas_under_one_seed():
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, float(np.abs(b).max())))
 
 
-@pytest.mark.parametrize("name", ["ConvNeXt_base_224", "ConvNeXt_large_384"])
+@pytest.mark.parametrize("name", ["ConvNeXt_base_224", "ConvNeXt_base_384", "ConvNeXt_large_224", "ConvNeXt_large_384"])
 def test_wider_variants_names_and_shapes_equal_paddleclas(name):
     """base and large: ours lazily, PaddleClas's eagerly (its head's set_value needs real tensors)."""
     with paddle.LazyGuard():
