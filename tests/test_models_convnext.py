@@ -1,6 +1,6 @@
 """ConvNeXt against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py): names and shapes of every variant
-(tiny and small also parameter attributes), eval outputs of ConvNeXt_tiny, drop path's train-mode semantics under one seed, and a few
-AdamW steps that move every weight."""
+(tiny and small also parameter attributes), eval outputs of ConvNeXt_tiny, drop path's train-mode semantics
+under one seed, and a few AdamW steps that move every weight."""
 
 from __future__ import annotations
 
