@@ -183,12 +183,15 @@ def test_preflight_rejects_a_node_with_another_device_layout():
 
 
 def test_preflight_fails_fast_when_the_store_port_is_taken():
+    """Node 0 refuses at once; it only stays to tell joining nodes why until Train.peer_timeout (1 s here)."""
     port = free_port()
     with socket.socket() as busy:
         busy.bind(("", port + 1))
         busy.listen()
+        started = time.monotonic()
         with pytest.raises(UserError, match=rf"port {port + 1} \(Train.port \+ 1\) on node 0"):
-            preflight(node(0, port))
+            preflight(node(0, port, timeout=1))
+        assert time.monotonic() - started < 3
 
 
 def test_preflight_is_a_no_op_for_one_node(busy_port):
