@@ -27,10 +27,10 @@ def load(path: Optional[str], overrides: Iterable[str] = ()) -> Config:
     _writable(merged)  # frozen dataclasses make every section read-only; the result is frozen again
     if path is not None:
         for key, value in _flatten(_read_yaml(path)):
-            merged = _set(merged, key, value, path)
+            _set(merged, key, value, path)
     for key, raw in split_overrides(overrides):
         base, _ = unwrap_optional(lookup(key, "-o"))
-        merged = _set(merged, key, parse_value(raw, as_text=base is str), "-o")
+        _set(merged, key, parse_value(raw, as_text=base is str), "-o")
     cfg = _to_object(merged)
     cfg = normalise(cfg)
     validate(cfg)
@@ -71,12 +71,12 @@ def _flatten(data: dict, prefix: str = "") -> list[tuple[str, Any]]:
     return items
 
 
-def _set(merged: Any, key: str, value: Any, where: str) -> Any:
-    """A new config with `key` set, after checking the value against the schema's type."""
+def _set(merged: Any, key: str, value: Any, where: str) -> None:
+    """Set `key` in `merged`, after checking the value against the schema's type."""
     tp = lookup(key, where)
     if dataclasses.is_dataclass(tp):
         if value is None or value == {}:  # an empty section (`Evaluate:` with every key commented out)
-            return merged
+            return
         raise UserError(f"{where}: {key} is a section; set one of its keys, e.g. "
                         f"{key}.{dataclasses.fields(tp)[0].name}")
     update: Any = _literal(key, _check_type(key, tp, _coerce(key, value), where), where)
@@ -84,7 +84,6 @@ def _set(merged: Any, key: str, value: Any, where: str) -> Any:
         OmegaConf.update(merged, key, update, merge=True)
     except OmegaConfBaseException:
         raise UserError(_type_message(key, tp, value, where)) from None
-    return merged
 
 
 # PaddleX's docs and configs write null as Python's None (`-o Train.pretrain_weight_path=None`)
