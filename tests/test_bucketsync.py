@@ -37,6 +37,7 @@ def run_probe(tmp_path: Path, compression: str) -> dict:
     return {r: json.loads(next(line for line in logs[r].splitlines() if line.startswith('{"rank"'))) for r in logs}
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("compression", ["none", "bf16"])
 def test_bucket_sync_averages_accumulated_gradients_once_per_update(tmp_path, compression):
     out = run_probe(tmp_path, compression)
@@ -55,6 +56,7 @@ def test_bucket_sync_averages_accumulated_gradients_once_per_update(tmp_path, co
     assert not np.any(out[0]["local"][0][4]) and np.any(out[1]["local"][0][4])  # rank 0 sent zeros for head_b
 
 
+@pytest.mark.compat
 def test_gloo_float16_all_reduce_is_still_broken_so_fp16_stays_refused_on_cpu(tmp_path):
     """Train.grad_compression=fp16 is refused on CPU because of this; when paddle fixes it, this fails."""
     script = tmp_path / "fp16.py"

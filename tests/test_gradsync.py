@@ -248,6 +248,7 @@ def _shared_steps(rank: int, world: int, path: str, piece: int, out) -> None:
     out.put((rank, local, [p.numpy() for p in params], _velocities(opt, params)))
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("piece", [16, 1 << 18])
 def test_shared_optimizer_step_is_paddles_momentum_on_the_mean_gradient(tmp_path, piece):
     world, path = 3, tmp_path / "block"

@@ -45,6 +45,7 @@ def wait_for(path: Path, timeout: float = 20) -> str:
 
 # --- through the real launcher --------------------------------------------------------------------------
 
+@pytest.mark.compat
 def test_two_cpu_processes_train_through_the_real_launcher(tmp_path):
     done = subprocess.run([sys.executable, str(REPO / "tools" / "train.py"), "-c", str(CONFIG),
                            "-o", "Global.device=cpu:0,1", "Global.model=LeNet", "Train.epochs_iters=1",
@@ -57,6 +58,7 @@ def test_two_cpu_processes_train_through_the_real_launcher(tmp_path):
     assert (tmp_path / "out" / "logs" / "127.0.0.1" / "workerlog.1").exists()
 
 
+@pytest.mark.compat
 def test_collectives_reach_every_rank(tmp_path):
     """The probe all-reduces and broadcasts: a launch that ran two unconnected processes would fail this."""
     done = subprocess.run([sys.executable, str(PROBE), "-o", "Global.device=cpu:0,1", f"Global.output={tmp_path}"],

@@ -65,6 +65,7 @@ def digest_of_saved_weights(path: Path) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.compat
 def test_three_hosts_train_one_model(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(3)
     argv = train_argv(hosts, tmp_path, range(3), "Train.peer_timeout=60")

@@ -1,9 +1,10 @@
 """Packaging: every package folder is a package (a wheel built by find_packages keeps it), the packaged default
-config and data resolve, a leading mode word works, workers run the package's own entry, and paddle's tested
-range is one value in setup.py and in the start-up check. The installed wheel itself trains in .ci/wheel."""
+config and data resolve, a leading mode word works, workers run the package's own entry, setup.py's cpu
+extra is the supported paddle range and no other requirement names paddle. The installed wheel itself trains in .ci/wheel."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -79,20 +80,36 @@ def test_a_finished_worker_skips_the_c_teardown_but_keeps_its_output_code_and_ex
     assert proc.stdout == ("buffered" if how == "leave" else "bufferedc-teardown\n")
 
 
-def test_paddle_range_is_the_same_in_setup_py_and_in_the_check():
-    pinned = re.search(r'PADDLE = "([^"]+)"', (REPO / "setup.py").read_text())[1]
-    assert pinned == paddle_version.REQUIREMENT
+def test_the_cpu_extra_is_the_supported_range_and_nothing_else_names_paddle():
+    """setup.py's `cpu` extra is paddle_version's range, and no other requirement names a paddle build: a GPU
+    machine's paddlepaddle-gpu stays the only paddle (nothing decided at build time)."""
+    setup_py = (REPO / "setup.py").read_text()
+    assert re.search(r'CPU_PADDLE = "([^"]+)"', setup_py)[1] == paddle_version.CPU_REQUIREMENT
+    assert "importlib.metadata" not in setup_py and "subprocess" not in setup_py
+    requires = importlib.metadata.requires("paddledist")
+    paddles = [r for r in requires if r.lower().startswith("paddle")]
+    assert paddles and all(re.search(r'extra\s*==\s*"cpu"', r) for r in paddles), paddles
 
 
-@pytest.mark.parametrize("version,ok", [("3.3.0", True), ("3.3.1", True), ("3.2.9", False), ("3.4.0", False),
-                                        ("2.6.2", False), ("3.3.0rc1", True), ("junk", False)])
-def test_paddle_version_check(version, ok):
-    if ok:
-        paddle_version.check(version)
-    else:
-        with pytest.raises(UserError, match=r"tested with paddle >=3\.3,<3\.4.*install 'paddlepaddle>=3\.3,<3\.4'"):
-            paddle_version.check(version)
+@pytest.mark.parametrize("version,outcome", [
+    ("3.0.0", "ok"), ("3.1.1", "ok"), ("3.2.2", "ok"), ("3.3.1", "ok"), ("3.3.0rc1", "ok"), ("", "ok"),
+    ("junk", "ok"), ("3.4.0", "warn"), ("4.0.0", "warn"), ("2.6.2", "old"), (None, "missing")])
+def test_paddle_version_judgement(version, outcome, capsys):
+    environ = {}
+    if outcome in ("old", "missing"):
+        with pytest.raises(UserError) as raised:
+            paddle_version.judge(version, environ)
+        text = str(raised.value)
+        assert "\n" not in text and 'pip install "paddledist[cpu]"' in text
+        assert "paddlepaddle-gpu" in text and "paddlepaddle.org.cn/packages/stable/cu" in text
+        return
+    paddle_version.judge(version, environ)
+    paddle_version.judge(version, environ)  # the warning is said once: workers inherit the marker
+    err = capsys.readouterr().err
+    assert err.count("newer than the newest tested (3.3)") == (1 if outcome == "warn" else 0), err
+    assert (paddle_version.WARNED in environ) == (outcome == "warn")
 
 
-def test_the_installed_paddle_is_in_range():
-    assert paddle_version.installed_version() and paddle_version.in_range(paddle_version.installed_version())
+def test_the_installed_paddle_is_supported():
+    version = paddle_version.installed_version()
+    assert version and paddle_version.minor(version) >= paddle_version.SUPPORTED[0]

@@ -12,6 +12,8 @@ import pytest
 
 from paddledist.launch import paddle_texts
 
+pytestmark = pytest.mark.compat  # the pins must hold on every supported paddle (.ci/compat)
+
 WORKER = textwrap.dedent("""
     import os, sys, time
     import paddle, paddle.distributed as dist

@@ -24,7 +24,7 @@ MODELS = {"PP-LCNet_x1_0": ["Train.input_size=32"],
           # non-square 80x160 inputs, resized without a crop, from PaddleX's textline_orientation module config
           "PP-LCNet_x0_25_textline_ori": []}
 
-pytestmark = [pytest.mark.models, pytest.mark.multiproc]
+pytestmark = [pytest.mark.models, pytest.mark.multiproc, pytest.mark.compat]
 
 
 @pytest.fixture(scope="module", params=MODELS)

@@ -28,8 +28,8 @@ from typing import Optional
 
 import numpy as np
 import paddle
-from paddle.base import core
 
+from paddledist import paddle_internals as internals
 from paddledist.engine.distenv import DistEnv
 
 WIRE = {"none": None, "bf16": "bfloat16", "fp16": "float16"}
@@ -56,7 +56,7 @@ class BucketSync:
     updates = False
 
     def __init__(self, params, dist: DistEnv, bucket_mb: float = 4.0, compression: str = "none",
-                 timeout: float = 60.0, group=None) -> None:
+                 timeout: float = 60.0) -> None:
         self.params = [p for p in params if not p.stop_gradient]
         self.dist, self.timeout, self.wire_dtype = dist, timeout, WIRE[compression]
         sizes = [int(np.prod(p.shape)) for p in self.params]
@@ -70,7 +70,6 @@ class BucketSync:
             self.flat.append(paddle.zeros([int(offsets[-1])], dtype="float32"))
         self.arrays = [np.from_dlpack(t) for t in self.flat]
         self.wire: list[Optional[paddle.Tensor]] = [None] * len(self.buckets)
-        self.group = group or paddle.distributed.collective._get_global_group()
         self.exchanges = 0
         """Completed exchanges (one per update); every bucket is all-reduced once per exchange and never else."""
         self.sent = 0
@@ -83,7 +82,7 @@ class BucketSync:
         self._thread = threading.Thread(target=self._serve, name="paddledist-grad-allreduce", daemon=True)
         self._thread.start()
         for k, p in enumerate(self.params):
-            p._register_backward_hook(lambda k=k: self._arrived(k))
+            internals.on_grad_ready(p, lambda k=k: self._arrived(k))
 
     def _reset(self) -> None:
         self.missing = [len(m) for m in self.buckets]
@@ -123,7 +122,7 @@ class BucketSync:
             if b is None:
                 return
             try:
-                self.group.process_group.all_reduce(self.wire[b], core.ReduceOp.SUM, True).wait()
+                internals.global_all_reduce(self.wire[b]).wait()
             except BaseException as e:  # noqa: BLE001  (raised again on the training thread, in __call__)
                 self._error = e
             self._done.release()
@@ -149,8 +148,7 @@ class BucketSync:
             summed = np.from_dlpack(wide)
             for k in self.buckets[b]:
                 p, (_, start, end) = self.params[k], self.where[k]
-                if p.grad is None:  # unused here, maybe used elsewhere: a gradient of its own to hold the mean
-                    p._copy_gradient_from(paddle.zeros_like(p))
+                internals.ensure_grad(p)  # unused here, maybe used elsewhere: a gradient of its own for the mean
                 np.multiply(summed[start:end], scale, out=np.from_dlpack(p.grad.detach()).reshape(-1))
 
 

@@ -35,8 +35,8 @@ from typing import Optional
 import numpy as np
 import paddle
 import paddle.distributed as pdist
-from paddle import _C_ops
 
+from paddledist import paddle_internals as internals
 from paddledist.engine.bucketsync import BucketSync, flag
 from paddledist.engine.distenv import DistEnv, barrier, broadcast_object
 from paddledist.errors import UserError
@@ -46,10 +46,17 @@ log = logging.getLogger("paddledist")
 SHM_DIR = "/dev/shm"
 
 
-def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[int], arch: str = "") -> str:
+NEEDS = {"shm": ("grad_hook", "give_grad", "share_buffer"), "bucket": ("grad_hook", "give_grad", "global_all_reduce"),
+         "flat": ("give_grad",), "reducer": ()}
+"""The paddle_internals capabilities each sync relies on (the reducer is paddle's public fleet API)."""
+
+
+def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[int], arch: str = "",
+           missing=internals.missing) -> str:
     """The sync to use: `mode` unless auto; shm only where one machine holds every rank, the CPU is x86-64 (its
     flags rely on x86's store ordering) and its shared block (`block` bytes) fits twice over in /dev/shm (a block
-    that outgrows /dev/shm would end the job with SIGBUS)."""
+    that outgrows /dev/shm would end the job with SIGBUS). auto passes over a sync whose paddle capabilities fail
+    their probe (`missing(name)` says why); asked for by name, such a sync is a UserError naming the capability."""
     if not dist.distributed:
         return "none"
     machine = arch or platform.machine()
@@ -62,10 +69,16 @@ def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[i
         raise UserError(f"Train.grad_sync=shm needs {2 * block / 1e6:.0f} MB free in "
                         f"{SHM_DIR}, {(shm_free or 0) / 1e6:.0f} MB are; use Train.grad_sync=flat or auto")
     if mode != "auto":
+        failed = internals.failure(NEEDS[mode], missing)
+        if failed:
+            raise UserError(f"Train.grad_sync={mode} needs {failed}; use Train.grad_sync=auto, which picks a path "
+                            f"this paddle supports")
         return mode
     if kind != "cpu":  # gpu and PaddleX's other card kinds: paddle's DataParallel over the card's library
         return "reducer"
-    return "shm" if dist.nnodes == 1 and fits and x86 else "bucket"
+    candidates = (["shm"] if dist.nnodes == 1 and fits and x86 else []) + ["bucket", "flat"]
+    usable = [c for c in candidates if not internals.failure(NEEDS[c], missing)]
+    return usable[0] if usable else "reducer"
 
 
 def shm_free_bytes(path: str = SHM_DIR) -> Optional[int]:
@@ -130,8 +143,7 @@ class FlatSync(_Flat):
 
     def grad_views(self) -> list[np.ndarray]:
         for p in self.params:
-            if p.grad is None:  # unused in this step here, maybe not elsewhere: contribute zeros
-                p._copy_gradient_from(paddle.zeros_like(p))
+            internals.ensure_grad(p)  # unused in this step here, maybe not elsewhere: contribute zeros
         return [np.from_dlpack(p.grad.detach()).reshape(-1) for p in self.params]
 
 
@@ -188,7 +200,7 @@ class ShmSync(_Flat):
         else:
             step.share(self, self.block[world + 1], self.block[world + 2])
         for k, p in enumerate(self.params):
-            p._register_backward_hook(functools.partial(self._arrived, k))
+            internals.on_grad_ready(p, functools.partial(self._arrived, k))
 
     def skip(self):
         """Micro-batches before the last of an update: gradients accumulate, nothing is copied."""
@@ -220,9 +232,8 @@ class ShmSync(_Flat):
         self._wait(lambda: self.done.min() >= now, lambda: np.flatnonzero(self.left < now))
         if self.step is None:
             for p, result in zip(self.params, self.result):
-                if p.grad is None:  # unused here: a gradient of its own first (copying `result` in would alias it)
-                    p._copy_gradient_from(paddle.zeros_like(p))
-                result._share_buffer_to(p.grad)
+                internals.ensure_grad(p)  # unused here: a gradient of its own first (sharing `result` aliases it)
+                internals.share_buffer(result, p.grad)
         self.left[rank], self.exchange, self.order = now, now, []
 
     def _claim(self, i: int, now: int) -> bool:
@@ -275,18 +286,14 @@ class SharedStep:
     def supports(optimizer, scaler=None) -> bool:
         """Plain fp32 Momentum without gradient clipping, parameter groups, multi-tensor or AMP loss scaling;
         anything else keeps optimizer.step()."""
-        return (type(optimizer) is paddle.optimizer.Momentum and scaler is None and optimizer._grad_clip is None
-                and not optimizer._multi_precision and not optimizer._use_multi_tensor
-                and getattr(optimizer, "regularization", None) is None
-                and not isinstance(optimizer._parameter_list[0], dict)
-                and all(_terms(optimizer, p) is not None for p in optimizer._parameter_list))
+        return (scaler is None and internals.missing("shared_momentum_step") is None
+                and internals.momentum_kind(optimizer))
 
     def share(self, sync: ShmSync, params: np.ndarray, velocity: np.ndarray) -> None:
         """Rank 0 puts its parameters and velocities (equal on every rank: broadcast, or one checkpoint) in the
         block; then every rank's parameters and velocity tensors point at them."""
         opt = self.optimizer
-        opt._create_accumulators(paddle.static.default_main_program().global_block(), sync.params)
-        velocities = [opt._get_accumulator_master(opt._velocity_acc_str, p) for p in sync.params]
+        velocities = internals.momentum_velocities(opt, sync.params)
         spans = list(zip(sync.params, velocities, sync.bounds[:-1], sync.bounds[1:]))
         if sync.dist.is_main:
             for p, v, a, b in spans:
@@ -294,9 +301,9 @@ class SharedStep:
             sync.seeded[0] = 1  # after the copies (x86: stores in order)
         sync._wait(lambda: sync.seeded[0] == 1, lambda: [0])
         for p, v, a, b in spans:
-            as_tensor(params[a:b].reshape(p.shape))._share_buffer_to(p)
-            as_tensor(velocity[a:b].reshape(p.shape))._share_buffer_to(v)
-        self.terms = [_terms(opt, p) for p in sync.params]
+            internals.share_buffer(as_tensor(params[a:b].reshape(p.shape)), p)
+            internals.share_buffer(as_tensor(velocity[a:b].reshape(p.shape)), v)
+        self.terms = [internals.momentum_terms(opt, p) for p in sync.params]
         self.tensors = [(as_tensor(params[a:b]), as_tensor(velocity[a:b]), as_tensor(sync.mean[a:b]))
                         for k_pieces in sync.pieces for a, b in k_pieces]
 
@@ -307,25 +314,8 @@ class SharedStep:
 
     def __call__(self, k: int, i: int) -> None:
         param, velocity, grad = self.tensors[i]
-        method, coeff, lr_mult = self.terms[k]
-        opt = self.optimizer
-        _C_ops.momentum_(param, grad, velocity, self.lr[lr_mult], None, opt._momentum, opt._use_nesterov, method,
-                         coeff, False, opt._rescale_grad)
-
-
-def _terms(optimizer, p) -> Optional[tuple[str, float, float]]:
-    """(regularization method, coefficient, learning-rate multiplier) of parameter p as Momentum's own
-    _append_optimize_op decides them; None where paddle would do more than the kernel (another regularizer
-    applied to the gradient first, a tensor learning rate, a non-fp32 parameter)."""
-    lr_mult = p.optimize_attr.get("learning_rate", 1.0) if hasattr(p, "optimize_attr") else 1.0
-    if p.dtype != paddle.float32 or not isinstance(lr_mult, (int, float)):
-        return None
-    reg = getattr(p, "regularizer", None)
-    if reg is None:
-        return optimizer._regularization_method, optimizer._regularization_coeff, float(lr_mult)
-    if isinstance(reg, paddle.regularizer.L2Decay):
-        return "l2_decay", reg._coeff, float(lr_mult)
-    return None
+        terms = self.terms[k]
+        internals.momentum_update(self.optimizer, param, grad, velocity, self.lr[terms[2]], terms)
 
 
 def as_tensor(array: np.ndarray) -> paddle.Tensor:

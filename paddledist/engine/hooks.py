@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from paddledist import paddle_internals as internals
 from paddledist.engine import checkpoint, results
 from paddledist.engine.distenv import all_gather_object, all_reduce_sum, barrier
 from paddledist.errors import UserError
@@ -182,7 +183,7 @@ def uniform_output(t):
     # not under checkpoint.STORE: every save there removes what no link points to
     scratch = os.path.join(t.cfg.Global.output, f".inference-scratch-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
-    model = getattr(t.model, "_layers", t.model)  # DataParallel wraps the network
+    model = internals.unwrap(t.model)
     try:
         export.write_inference(t.cfg, model, scratch, f"epoch {t.state.epoch}")
         model.train()  # tracing switched it to eval

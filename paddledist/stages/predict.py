@@ -142,10 +142,10 @@ def make_predictor(exported: Exported, run_mode: str, device: str):
 
 def _cpu_kernels(config, run_mode: str) -> None:
     """paddle: plain CPU kernels; mkldnn: oneDNN where this build has it (else a note and plain kernels)."""
-    import paddle
+    from paddledist import paddle_internals as internals
 
     if run_mode == "mkldnn":
-        if paddle.base.core.is_compiled_with_mkldnn():
+        if internals.has_onednn():
             config.enable_mkldnn()
         else:
             print("paddledist: predict: this paddle build has no oneDNN; running plain CPU kernels", flush=True)

@@ -1,0 +1,238 @@
+"""Every use of paddle's private API, in one place, each behind a named capability with a probe.
+
+paddle's underscore names (`Tensor._share_buffer_to`, `_C_ops.momentum_`, an optimizer's `_velocity_acc_str`...)
+change between minor releases without notice. Nothing else in paddledist touches them: it calls the functions
+here, and a path that needs one asks `missing(name)` first. A probe checks that the thing exists *and* computes
+what we expect on a tiny tensor; it runs once per process, on first use, in a few milliseconds. A failed probe
+takes its paths out of `Train.grad_sync=auto`'s choice and makes an explicit request of them a one-line error
+naming the capability and the paddle version, instead of refusing the whole paddle release.
+
+PADDLEDIST_DISABLE_CAPABILITIES=name,name treats those capabilities as failed: a way around a private API that
+misbehaves on a paddle release nobody has tested yet (and how the tests make a probe fail for real).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import paddle
+from paddle import _C_ops
+from paddle.base import core
+
+from paddledist.errors import UserError
+
+DISABLE_VAR = "PADDLEDIST_DISABLE_CAPABILITIES"
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    uses: str
+    """The private names it stands for, as a user would search for them."""
+    probe: Callable[[], None]
+    """Raises (AssertionError for a wrong result) when this paddle does not do what paddledist expects."""
+
+
+# --- the private calls themselves ---------------------------------------------------------------------------
+
+def on_grad_ready(param, fn: Callable[[], None]) -> None:
+    """fn() runs when backward has accumulated param's gradient of this pass (paddle's reducer hook)."""
+    param._register_backward_hook(fn)
+
+
+def give_grad(param, value) -> None:
+    """Give `param` (whose .grad is None: unused in this pass) a gradient of its own holding `value`."""
+    param._copy_gradient_from(value)
+
+
+def ensure_grad(param) -> None:
+    """A gradient of zeros for `param` when backward gave it none (unused in this pass here, maybe not on other
+    ranks, which still send theirs)."""
+    if param.grad is None:
+        give_grad(param, paddle.zeros_like(param))
+
+
+def share_buffer(source, target) -> None:
+    """Point `target` at `source`'s memory (no copy): writes to either are seen through both."""
+    source._share_buffer_to(target)
+
+
+def global_all_reduce(tensor):
+    """SUM all-reduce of `tensor` in place on the default group's process group, callable from any thread
+    (paddle.distributed.all_reduce keeps dygraph mode in thread-local state and takes its static path on
+    another thread). Returns paddle's task; `.wait()` it."""
+    group = paddle.distributed.collective._get_global_group()
+    return group.process_group.all_reduce(tensor, core.ReduceOp.SUM, True)
+
+
+def unwrap(model):
+    """The network inside paddle's DataParallel wrapper (the model itself when it is not wrapped)."""
+    return model._layers if isinstance(model, paddle.DataParallel) else model
+
+
+def has_onednn() -> bool:
+    """Whether this paddle build has oneDNN (mkldnn) kernels for paddle inference."""
+    return bool(core.is_compiled_with_mkldnn())
+
+
+def momentum_kind(optimizer) -> bool:
+    """Plain fp32 Momentum without gradient clipping, multi-tensor, parameter groups or a regularizer that the
+    kernel does not apply: the update `momentum_update` reproduces for every parameter."""
+    return (type(optimizer) is paddle.optimizer.Momentum and optimizer._grad_clip is None
+            and not optimizer._multi_precision and not optimizer._use_multi_tensor
+            and getattr(optimizer, "regularization", None) is None
+            and not isinstance(optimizer._parameter_list[0], dict)
+            and all(momentum_terms(optimizer, p) is not None for p in optimizer._parameter_list))
+
+
+def momentum_terms(optimizer, param) -> Optional[tuple[str, float, float]]:
+    """(regularization method, coefficient, learning-rate multiplier) of `param` as Momentum's own
+    _append_optimize_op decides them; None where paddle would do more than the kernel (another regularizer
+    applied to the gradient first, a tensor learning rate, a non-fp32 parameter)."""
+    lr_mult = param.optimize_attr.get("learning_rate", 1.0) if hasattr(param, "optimize_attr") else 1.0
+    if param.dtype != paddle.float32 or not isinstance(lr_mult, (int, float)):
+        return None
+    reg = getattr(param, "regularizer", None)
+    if reg is None:
+        return optimizer._regularization_method, optimizer._regularization_coeff, float(lr_mult)
+    if isinstance(reg, paddle.regularizer.L2Decay):
+        return "l2_decay", reg._coeff, float(lr_mult)
+    return None
+
+
+def momentum_velocities(optimizer, params) -> list:
+    """The optimizer's velocity tensors of `params`, created now if no step has made them yet."""
+    optimizer._create_accumulators(paddle.static.default_main_program().global_block(), params)
+    return [optimizer._get_accumulator_master(optimizer._velocity_acc_str, p) for p in params]
+
+
+def momentum_update(optimizer, param, grad, velocity, lr, terms: tuple[str, float, float]) -> None:
+    """paddle's own Momentum kernel on (param, velocity) in place, with the optimizer's settings: bit for bit
+    what optimizer.step() does to that parameter. `lr` is a [1] tensor (already times the multiplier)."""
+    method, coeff, _ = terms
+    _C_ops.momentum_(param, grad, velocity, lr, None, optimizer._momentum, optimizer._use_nesterov, method, coeff,
+                     False, optimizer._rescale_grad)
+
+
+# --- probes ---------------------------------------------------------------------------------------------------
+
+def _probe_grad_hook() -> None:
+    weight = paddle.create_parameter([3], "float32")
+    seen = []
+    on_grad_ready(weight, lambda: seen.append(weight.grad.numpy().copy()))
+    (weight * paddle.to_tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert len(seen) == 1 and np.array_equal(seen[0], [1.0, 2.0, 3.0]), f"the hook saw {seen}"
+
+
+def _probe_give_grad() -> None:
+    weight = paddle.create_parameter([2], "float32")
+    give_grad(weight, paddle.full([2], 3.0))
+    assert weight.grad is not None and np.array_equal(weight.grad.numpy(), [3.0, 3.0]), "no gradient given"
+
+
+def _probe_share_buffer() -> None:
+    array = np.zeros(4, dtype=np.float32)
+    source, target = paddle.utils.dlpack.from_dlpack(array.__dlpack__()), paddle.ones([4])
+    share_buffer(source, target)
+    array[2] = 5.0
+    assert target.numpy()[2] == 5.0, "the target does not see the source's memory"
+
+
+def _probe_global_all_reduce() -> None:
+    # A collective needs every rank, so the probe checks the names; BucketSync checks the sum at its start.
+    assert callable(paddle.distributed.collective._get_global_group), "collective._get_global_group"
+    assert hasattr(core.ReduceOp, "SUM") and hasattr(core.ProcessGroup, "all_reduce"), "ProcessGroup.all_reduce"
+
+
+def _probe_unwrap() -> None:
+    inner = paddle.nn.Linear(1, 1)
+    with warnings.catch_warnings():  # one process: "The program will return to single-card operation"
+        warnings.simplefilter("ignore")
+        wrapped = paddle.DataParallel(inner)
+    assert unwrap(wrapped) is inner and unwrap(inner) is inner, "DataParallel._layers"
+
+
+def _probe_onednn() -> None:
+    assert isinstance(has_onednn(), bool)
+
+
+def _probe_momentum() -> None:
+    """One step of paddle's Momentum (L2 decay, Nesterov, a per-parameter multiplier) through optimizer.step()
+    and through momentum_update on a copy: bit-identical parameters and velocities."""
+    start, grad = np.linspace(-1, 1, 6, dtype=np.float32), np.linspace(0.5, -0.5, 6, dtype=np.float32)
+    results = []
+    for by_kernel in (False, True):
+        weight = paddle.create_parameter([6], "float32", attr=paddle.ParamAttr(learning_rate=0.5))
+        weight.set_value(start)
+        opt = paddle.optimizer.Momentum(0.1, 0.9, parameters=[weight], use_nesterov=True, weight_decay=1e-2)
+        assert momentum_kind(opt), "a plain Momentum is not recognised"
+        (velocity,) = momentum_velocities(opt, [weight])
+        for _ in range(2):
+            give_grad(weight, paddle.to_tensor(grad)) if weight.grad is None else weight.grad.set_value(grad)
+            if by_kernel:
+                terms = momentum_terms(opt, weight)
+                momentum_update(opt, weight, weight.grad, velocity, paddle.full([1], 0.1 * terms[2]), terms)
+            else:
+                opt.step()
+        results.append((weight.numpy().copy(), velocity.numpy().copy()))
+    (p0, v0), (p1, v1) = results
+    assert np.array_equal(p0, p1) and np.array_equal(v0, v1), "the kernel's update differs from optimizer.step()"
+
+
+CAPABILITIES = {c.name: c for c in (
+    Capability("grad_hook", "Tensor._register_backward_hook", _probe_grad_hook),
+    Capability("give_grad", "Tensor._copy_gradient_from", _probe_give_grad),
+    Capability("share_buffer", "Tensor._share_buffer_to", _probe_share_buffer),
+    Capability("global_all_reduce", "collective._get_global_group().process_group.all_reduce, core.ReduceOp",
+               _probe_global_all_reduce),
+    Capability("shared_momentum_step", "_C_ops.momentum_, Momentum's _momentum/_use_nesterov/_rescale_grad/"
+               "_regularization_*, _create_accumulators, _get_accumulator_master, _velocity_acc_str",
+               _probe_momentum),
+    Capability("unwrap_data_parallel", "DataParallel._layers", _probe_unwrap),
+    Capability("onednn_build", "paddle.base.core.is_compiled_with_mkldnn", _probe_onednn),
+)}
+
+
+def disabled(environ=None) -> set[str]:
+    """The capabilities PADDLEDIST_DISABLE_CAPABILITIES names (UserError for a name that is none of them)."""
+    text = (os.environ if environ is None else environ).get(DISABLE_VAR, "")
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(CAPABILITIES))
+    if unknown:
+        raise UserError(f"{DISABLE_VAR} names unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}")
+    return names
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(name: str) -> Optional[str]:
+    paddle.disable_static()  # dygraph, as training runs; a probe leaves no state behind
+    try:
+        CAPABILITIES[name].probe()
+    except Exception as e:  # noqa: BLE001  (any way a private API can fail: gone, renamed, new signature, wrong)
+        return f"{type(e).__name__}: {e}".strip().splitlines()[0][:200]
+    return None
+
+
+def missing(name: str) -> Optional[str]:
+    """None when capability `name` works on this paddle, else why not (probed once per process)."""
+    if name not in CAPABILITIES:
+        raise KeyError(name)
+    if name in disabled():
+        return f"disabled by {DISABLE_VAR}"
+    return _probe(name)
+
+
+def failure(names, check: Callable[[str], Optional[str]] = missing) -> Optional[str]:
+    """For the first of `names` that does not work here, "paddle's <name> capability (<private names>), which
+    paddle <version> here fails (<why>)"; None when all work."""
+    for name in names:
+        why = check(name)
+        if why is not None:
+            return (f"paddle's {name} capability ({CAPABILITIES[name].uses}), which paddle {paddle.__version__} "
+                    f"here fails ({why})")
+    return None
