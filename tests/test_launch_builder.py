@@ -191,3 +191,46 @@ def test_other_card_kinds_need_their_paddle_build(kind):
 
     with pytest.raises(UserError, match=f"no {kind.upper()} support"):
         check_device(load(None, [f"Global.device={kind}:0"]))
+
+
+# --- GPU clusters: the argv as each supported paddle's own launcher reads it ------------------------------
+
+def paddle_launcher_reads(argv: list[str]):
+    """The installed paddle's launcher argument parser (paddle.distributed.launch.context.args_envs) on argv."""
+    import sys
+
+    from paddle.distributed.launch.context import args_envs
+
+    saved = sys.argv
+    sys.argv = ["launch", *argv[3:]]
+    try:
+        args, unknown = args_envs.parse_args()
+    finally:
+        sys.argv = saved
+    assert unknown == [], unknown
+    return args
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize("overrides,expected", [
+    (["Train.dist_ips=10.0.0.2,10.0.0.7", "Global.device=gpu:0,1,2,3"],
+     {"ips": "10.0.0.2,10.0.0.7", "start_port": 6171, "master": None, "devices": "0,1,2,3", "host": "10.0.0.2"}),
+    (["Train.dist_ips=10.0.0.5,10.0.0.2", "Global.device=gpu:4,5", "Train.port=7000"],
+     {"ips": "10.0.0.5,10.0.0.2", "start_port": 7001, "devices": "4,5", "host": "10.0.0.2"}),
+    (["Train.dist_master=10.0.0.2:7100", "Train.nnodes=2", "Global.device=gpu:0,1,2,3,4,5,6,7"],
+     {"master": "10.0.0.2:7100", "nnodes": "2", "rank": 0, "devices": "0,1,2,3,4,5,6,7", "ips": None}),
+])
+def test_gpu_cluster_argv_is_what_the_installed_paddle_launcher_reads(overrides, expected):
+    argv, env = shape(*overrides)
+    args = paddle_launcher_reads(argv)
+    assert {k: getattr(args, k) for k in expected} == expected
+    assert (args.training_script, args.training_script_args) == (SCRIPT, ARGS)
+    assert (args.job_id, args.log_dir, args.nproc_per_node) == ("paddledist", "out/logs/10.0.0.2", None)
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"  # the NIC of this node's address
+
+
+def test_a_gpu_clusters_own_interface_variables_are_kept():
+    """A cluster that pins NCCL to its InfiniBand interface keeps it; gloo still gets the plan's NIC."""
+    _, env = shape("Train.dist_ips=10.0.0.2,10.0.0.7", "Global.device=gpu:0,1",
+                   base_env={"NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_HCA": "mlx5_0"})
+    assert env == env_with(NCCL_SOCKET_IFNAME="ib0", NCCL_IB_HCA="mlx5_0", GLOO_SOCKET_IFNAME="eth0")
