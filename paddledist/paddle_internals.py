@@ -13,6 +13,7 @@ misbehaves on a paddle release nobody has tested yet (and how the tests make a p
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import warnings
@@ -55,6 +56,22 @@ def ensure_grad(param) -> None:
     ranks, which still send theirs)."""
     if param.grad is None:
         give_grad(param, paddle.zeros_like(param))
+
+
+def numpy_view(tensor) -> np.ndarray:
+    """A writable numpy array over a CPU tensor's memory, no copy; the caller keeps `tensor` alive. paddle 3.0
+    exports only the legacy DLPack capsule, which numpy marks read-only: there the array is laid over the
+    tensor's data_ptr() instead (same memory, same dtype and shape)."""
+    array = np.from_dlpack(tensor)
+    if array.flags.writeable:
+        return array
+    memory = (ctypes.c_char * array.nbytes).from_address(tensor.data_ptr())
+    return np.frombuffer(memory, dtype=array.dtype).reshape(array.shape)
+
+
+def as_tensor(array: np.ndarray):
+    """A paddle tensor over the same memory as `array` (writable both ways on every paddle 3.x)."""
+    return paddle.utils.dlpack.from_dlpack(array.__dlpack__())
 
 
 def share_buffer(source, target) -> None:
@@ -135,9 +152,20 @@ def _probe_give_grad() -> None:
     assert weight.grad is not None and np.array_equal(weight.grad.numpy(), [3.0, 3.0]), "no gradient given"
 
 
+def _probe_numpy_view() -> None:
+    tensor = paddle.zeros([2, 3])
+    view = numpy_view(tensor)
+    view[1, 2] = 4.0
+    assert view.shape == (2, 3) and tensor.numpy()[1, 2] == 4.0, "a write through the view is not in the tensor"
+    array = np.zeros(3, dtype=np.float32)
+    alias = as_tensor(array)
+    alias.add_(paddle.ones([3]))
+    assert array.tolist() == [1.0, 1.0, 1.0], "a tensor made from an array does not share its memory"
+
+
 def _probe_share_buffer() -> None:
     array = np.zeros(4, dtype=np.float32)
-    source, target = paddle.utils.dlpack.from_dlpack(array.__dlpack__()), paddle.ones([4])
+    source, target = as_tensor(array), paddle.ones([4])
     share_buffer(source, target)
     array[2] = 5.0
     assert target.numpy()[2] == 5.0, "the target does not see the source's memory"
@@ -188,6 +216,7 @@ CAPABILITIES = {c.name: c for c in (
     Capability("grad_hook", "Tensor._register_backward_hook", _probe_grad_hook),
     Capability("give_grad", "Tensor._copy_gradient_from", _probe_give_grad),
     Capability("share_buffer", "Tensor._share_buffer_to", _probe_share_buffer),
+    Capability("numpy_view", "DLPack both ways (paddle 3.0's legacy export: data_ptr)", _probe_numpy_view),
     Capability("global_all_reduce", "collective._get_global_group().process_group.all_reduce, core.ReduceOp",
                _probe_global_all_reduce),
     Capability("shared_momentum_step", "_C_ops.momentum_, Momentum's _momentum/_use_nesterov/_rescale_grad/"

@@ -74,3 +74,38 @@ def judge(version: Optional[str], environ) -> None:
         print(f"paddledist: warning: paddle {version} is newer than the newest tested ({high[0]}.{high[1]}); it "
               f"runs, and each path that relies on paddle's internals checks itself first", file=sys.stderr,
               flush=True)
+
+
+PROTOBUF_7_FROM = (3, 3, 1)
+"""The first paddle whose fleet reads protobuf 7's field descriptors: protobuf 7 removed FieldDescriptor.label,
+which fleet.init reads in paddle 3.0.0 to 3.3.0 (AttributeError at the start of every multi-process job), and a
+fresh `pip install paddlepaddle==3.0.0` brings the newest protobuf."""
+
+
+def release(version: str) -> Optional[tuple[int, int, int]]:
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def dist_version(dist: str) -> Optional[str]:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def protobuf_conflict(paddle: Optional[str], protobuf: Optional[str]) -> Optional[str]:
+    """Why paddle `paddle`'s fleet cannot start a multi-process job beside protobuf `protobuf` (None: it can)."""
+    ours, theirs = release(paddle or ""), release(protobuf or "")
+    if ours is None or theirs is None or ours >= PROTOBUF_7_FROM or theirs[0] < 7:
+        return None
+    return (f"paddle {paddle}'s fleet cannot start a multi-process job beside protobuf {protobuf} (protobuf 7 "
+            f"removed FieldDescriptor.label, which paddle before 3.3.1 reads): pip install \"protobuf<7\", or "
+            f"paddle 3.3.1 or newer")
+
+
+def check_for_collectives() -> None:
+    """UserError before a multi-process job whose fleet.init would fail on this paddle and protobuf."""
+    conflict = protobuf_conflict(installed_version(), dist_version("protobuf"))
+    if conflict:
+        raise UserError(conflict)

@@ -113,3 +113,19 @@ def test_paddle_version_judgement(version, outcome, capsys):
 def test_the_installed_paddle_is_supported():
     version = paddle_version.installed_version()
     assert version and paddle_version.minor(version) >= paddle_version.SUPPORTED[0]
+
+
+@pytest.mark.parametrize("paddle,protobuf,refused", [
+    ("3.0.0", "7.36.2", True), ("3.3.0", "7.0.0", True), ("3.2.2", "6.33.6", False), ("3.3.1", "7.36.2", False),
+    ("3.4.0", "7.1.0", False), ("3.0.0", None, False), ("", "7.36.2", False), ("3.0.0", "3.20.2", False)])
+def test_a_fleet_that_cannot_read_protobuf_7_is_one_line_before_a_multi_process_job(paddle, protobuf, refused):
+    """paddle 3.0.0-3.3.0's fleet.init reads FieldDescriptor.label, gone in protobuf 7 (checked by hand on 3.0.0:
+    AttributeError in fleet.init; 3.1.1, 3.2.2 and 3.3.0 read it too; 3.3.1 reads both)."""
+    why = paddle_version.protobuf_conflict(paddle, protobuf)
+    assert bool(why) == refused
+    if refused:
+        assert 'pip install "protobuf<7"' in why and paddle in why and "\n" not in why
+
+
+def test_the_installed_paddle_and_protobuf_can_start_a_multi_process_job():
+    paddle_version.check_for_collectives()

@@ -55,7 +55,7 @@ def test_shared_buffers_alias_and_ensure_grad_gives_zeros_only_when_missing():
     internals.ensure_grad(weight)  # has one: left alone
     assert weight.grad.numpy().tolist() == [2.0, 2.0, 2.0]
     array = np.arange(3, dtype=np.float32)
-    internals.share_buffer(gradsync.as_tensor(array), weight.grad)
+    internals.share_buffer(internals.as_tensor(array), weight.grad)
     array[1] = 7.0
     assert weight.grad.numpy().tolist() == [0.0, 7.0, 2.0]
 
@@ -76,7 +76,7 @@ def test_the_momentum_probe_fails_when_the_kernel_computes_another_update(monkey
 
 
 @pytest.mark.parametrize("disabled,dist,expected", [
-    ("", TWO, "shm"), ("share_buffer", TWO, "bucket"), ("grad_hook", TWO, "flat"),
+    ("", TWO, "shm"), ("share_buffer", TWO, "bucket"), ("grad_hook", TWO, "flat"), ("numpy_view", TWO, "reducer"),
     ("global_all_reduce", TWO_HOSTS, "flat"), ("give_grad", TWO_HOSTS, "reducer"), ("", TWO_HOSTS, "bucket")])
 def test_auto_passes_over_a_sync_whose_capability_fails(monkeypatch, disabled, dist, expected):
     monkeypatch.setenv(internals.DISABLE_VAR, disabled)

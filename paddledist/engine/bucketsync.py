@@ -68,7 +68,7 @@ class BucketSync:
             offsets = np.cumsum([0] + [sizes[k] for k in members])
             self.where.update({k: (b, int(offsets[i]), int(offsets[i + 1])) for i, k in enumerate(members)})
             self.flat.append(paddle.zeros([int(offsets[-1])], dtype="float32"))
-        self.arrays = [np.from_dlpack(t) for t in self.flat]
+        self.arrays = [internals.numpy_view(t) for t in self.flat]
         self.wire: list[Optional[paddle.Tensor]] = [None] * len(self.buckets)
         self.exchanges = 0
         """Completed exchanges (one per update); every bucket is all-reduced once per exchange and never else."""
@@ -98,7 +98,7 @@ class BucketSync:
             return
         b, start, end = self.where[k]
         grad = self.params[k].grad
-        self.arrays[b][start:end] = 0 if grad is None else np.from_dlpack(grad.detach()).reshape(-1)
+        self.arrays[b][start:end] = 0 if grad is None else internals.numpy_view(grad.detach()).reshape(-1)
         self.arrived[k] = True
         self.missing[b] -= 1
         self._send_ready()
@@ -145,11 +145,11 @@ class BucketSync:
         scale = np.float32(1.0 / self.dist.world_size)
         for b in range(len(self.buckets)):
             wide = self.flat[b] if self.wire_dtype is None else self.wire[b].astype("float32")
-            summed = np.from_dlpack(wide)
+            summed = internals.numpy_view(wide)
             for k in self.buckets[b]:
                 p, (_, start, end) = self.params[k], self.where[k]
                 internals.ensure_grad(p)  # unused here, maybe used elsewhere: a gradient of its own for the mean
-                np.multiply(summed[start:end], scale, out=np.from_dlpack(p.grad.detach()).reshape(-1))
+                np.multiply(summed[start:end], scale, out=internals.numpy_view(p.grad.detach()).reshape(-1))
 
 
 @contextlib.contextmanager

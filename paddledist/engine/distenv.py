@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from paddledist import paddle_version
+
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -31,6 +33,7 @@ def init_process_group(dist: DistEnv) -> None:
     if dist.distributed:
         from paddle.distributed import fleet
 
+        paddle_version.check_for_collectives()  # a platform may start workers without our launcher's check
         fleet.init(is_collective=True)
 
 

@@ -46,8 +46,9 @@ log = logging.getLogger("paddledist")
 SHM_DIR = "/dev/shm"
 
 
-NEEDS = {"shm": ("grad_hook", "give_grad", "share_buffer"), "bucket": ("grad_hook", "give_grad", "global_all_reduce"),
-         "flat": ("give_grad",), "reducer": ()}
+NEEDS = {"shm": ("numpy_view", "grad_hook", "give_grad", "share_buffer"),
+         "bucket": ("numpy_view", "grad_hook", "give_grad", "global_all_reduce"),
+         "flat": ("numpy_view", "give_grad"), "reducer": ()}
 """The paddle_internals capabilities each sync relies on (the reducer is paddle's public fleet API)."""
 
 
@@ -130,7 +131,7 @@ class FlatSync(_Flat):
     def __init__(self, params, dist: DistEnv) -> None:
         super().__init__(params, dist)
         self.buffer = paddle.zeros([self.total], dtype="float32")
-        self.array = np.from_dlpack(self.buffer)
+        self.array = internals.numpy_view(self.buffer)
 
     def __call__(self) -> None:
         views = self.grad_views()
@@ -144,7 +145,7 @@ class FlatSync(_Flat):
     def grad_views(self) -> list[np.ndarray]:
         for p in self.params:
             internals.ensure_grad(p)  # unused in this step here, maybe not elsewhere: contribute zeros
-        return [np.from_dlpack(p.grad.detach()).reshape(-1) for p in self.params]
+        return [internals.numpy_view(p.grad.detach()).reshape(-1) for p in self.params]
 
 
 class ShmSync(_Flat):
@@ -195,7 +196,7 @@ class ShmSync(_Flat):
         self._map = mapping  # the arrays above are views of it
         self.step, self.updates = step, step is not None
         if step is None:  # the optimizer reads the mean in place
-            self.result = [as_tensor(self.mean[a:b].reshape(p.shape))
+            self.result = [internals.as_tensor(self.mean[a:b].reshape(p.shape))
                            for p, a, b in zip(self.params, self.bounds[:-1], self.bounds[1:])]
         else:
             step.share(self, self.block[world + 1], self.block[world + 2])
@@ -214,7 +215,7 @@ class ShmSync(_Flat):
         if not self.order:  # this exchange's first write to my slot: has everyone finished reading the last one?
             self._wait(lambda: self.left.min() >= self.exchange, lambda: np.flatnonzero(self.left < self.exchange))
         p, (a, b) = self.params[k], self.bounds[k:k + 2]
-        self.slot[a:b] = 0 if p.grad is None else np.from_dlpack(p.grad.detach()).reshape(-1)
+        self.slot[a:b] = 0 if p.grad is None else internals.numpy_view(p.grad.detach()).reshape(-1)
         self.ready[self.dist.rank, k] = self.exchange + 1  # after the copy (x86: stores in order)
         self.order.append(k)
 
@@ -301,10 +302,10 @@ class SharedStep:
             sync.seeded[0] = 1  # after the copies (x86: stores in order)
         sync._wait(lambda: sync.seeded[0] == 1, lambda: [0])
         for p, v, a, b in spans:
-            internals.share_buffer(as_tensor(params[a:b].reshape(p.shape)), p)
-            internals.share_buffer(as_tensor(velocity[a:b].reshape(p.shape)), v)
+            internals.share_buffer(internals.as_tensor(params[a:b].reshape(p.shape)), p)
+            internals.share_buffer(internals.as_tensor(velocity[a:b].reshape(p.shape)), v)
         self.terms = [internals.momentum_terms(opt, p) for p in sync.params]
-        self.tensors = [(as_tensor(params[a:b]), as_tensor(velocity[a:b]), as_tensor(sync.mean[a:b]))
+        self.tensors = [tuple(internals.as_tensor(area[a:b]) for area in (params, velocity, sync.mean))
                         for k_pieces in sync.pieces for a, b in k_pieces]
 
     def begin(self) -> None:
@@ -316,11 +317,6 @@ class SharedStep:
         param, velocity, grad = self.tensors[i]
         terms = self.terms[k]
         internals.momentum_update(self.optimizer, param, grad, velocity, self.lr[terms[2]], terms)
-
-
-def as_tensor(array: np.ndarray) -> paddle.Tensor:
-    """A paddle tensor over the same memory as `array`."""
-    return paddle.utils.dlpack.from_dlpack(array.__dlpack__())
 
 
 def areas(world: int, shared_step: bool) -> int:

@@ -121,12 +121,14 @@ def check_before_launch(cfg: Config, stage: str, dry_run: bool = False) -> None:
     """The stage's own preflight (model, data, labels; weight files on the first machine) and the device
     build, run here before any worker starts or anything is written, so a mistake is one line on every
     machine; the workers repeat it. Runs as this machine's first rank would."""
-    from paddledist import cluster
+    from paddledist import cluster, paddle_version
     from paddledist.engine.distenv import DistEnv
     from paddledist.stages.common import check_device
 
     plan = cluster.plan(cfg)
     check_device(cfg)
+    if plan.world_size > 1:
+        paddle_version.check_for_collectives()
     dist = DistEnv(rank=plan.ranks[0], world_size=plan.world_size, nnodes=plan.nnodes)
     module = import_module(f"paddledist.stages.{PREFLIGHT_MODULE.get(stage, stage)}")
     preflight = getattr(module, "preflight", None)
