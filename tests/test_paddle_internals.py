@@ -81,6 +81,7 @@ def test_the_momentum_probe_fails_when_the_kernel_computes_another_update(monkey
 def test_auto_passes_over_a_sync_whose_capability_fails(monkeypatch, disabled, dist, expected):
     monkeypatch.setenv(internals.DISABLE_VAR, disabled)
     assert gradsync.choose("auto", "cpu", dist, 1000, BIG, arch="x86_64") == expected
+    assert gradsync.choose("auto", "gpu", dist, 1000, BIG, arch="x86_64") == "reducer"  # public API on cards
 
 
 @pytest.mark.parametrize("mode,capability", [("shm", "share_buffer"), ("bucket", "global_all_reduce"),

@@ -117,7 +117,7 @@ class TrainConfig:
     fast_mkl_on_amd: bool = False
     """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
     grad_sync: str = "auto"
-    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one x86-64 machine, bucket across machines or elsewhere), reducer (paddle's DataParallel), shm (shared memory, x86-64 only), bucket (paddle's all-reduce in buckets, overlapped with backward), flat (one all-reduce of a flat buffer after backward)."""
+    """(paddledist) How ranks average gradients: auto (reducer on GPU; shm for CPU ranks on one x86-64 machine, bucket across machines or elsewhere; a path whose paddle capability fails its probe is passed over, docs/install.md), reducer (paddle's DataParallel), shm (shared memory, x86-64 only), bucket (paddle's all-reduce in buckets, overlapped with backward), flat (one all-reduce of a flat buffer after backward)."""
     grad_bucket_mb: float = 4.0
     """(paddledist) Train.grad_sync=bucket: MB of gradients per all-reduce; smaller buckets start sending earlier in backward, larger ones pay the link's latency less often (docs/benchmarks.md)."""
     grad_compression: Optional[str] = None
