@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from paddledist.errors import OUTPUT_ERROR_EXIT, USER_ERROR_EXIT, OutputWriteError, UserError
 
@@ -42,12 +42,31 @@ def resolve_config(path: str) -> tuple[str, list[str]]:
     return path, bundled.dataset_override(path)
 
 
+def report_main(argv: Sequence[str]) -> int:
+    """`paddledist report <Global.output>`: write report.html of that run from its result files (no paddle)."""
+    parser = argparse.ArgumentParser(prog="paddledist report", description="write report.html of a run")
+    parser.add_argument("output", help="the run's Global.output folder")
+    args = parser.parse_args(argv)
+
+    def write() -> int:
+        from paddledist import report
+
+        print(f"paddledist: wrote {report.write(args.output)}", flush=True)
+        return 0
+
+    return exit_code(write)
+
+
 def main(argv: Optional[Sequence[str]] = None, mode: Optional[str] = None, prog: str = "paddledist") -> int:
     """Run the stages named by `mode` (a tool's fixed stage, or a leading mode word) or by `Global.mode`;
     returns the exit code."""
-    argv, mode = split_mode(sys.argv[1:] if argv is None else argv, mode)
+    argv = sys.argv[1:] if argv is None else argv
+    if mode is None and argv and argv[0] == "report":
+        return report_main(argv[1:])
+    argv, mode = split_mode(argv, mode)
     args = build_parser(prog).parse_args(argv)
-    try:
+
+    def run() -> int:
         from paddledist import paddle_version
         from paddledist.config import load
 
@@ -58,6 +77,14 @@ def main(argv: Optional[Sequence[str]] = None, mode: Optional[str] = None, prog:
         from paddledist.stages import run_pipeline  # after the config: its mistakes are reported fast
 
         return run_pipeline(cfg, config, overrides, dry_run=args.dry_run)
+
+    return exit_code(run)
+
+
+def exit_code(action: Callable[[], int]) -> int:
+    """action()'s code, or a user's mistake as one line and exit 2 (a failed write: exit 3; Ctrl-C: 130)."""
+    try:
+        return action()
     except UserError as e:
         print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT

@@ -5,6 +5,7 @@ venv that has paddledist's other dependencies and no paddle. The wheel's console
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import venv
@@ -16,7 +17,8 @@ from conftest import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.multiproc
-DEPENDENCIES = ("pyyaml", "omegaconf", "psutil", "pillow", "numpy")
+DEPENDENCIES = [r.split(";")[0] for r in importlib.metadata.requires("paddledist") if "extra ==" not in r]
+"""paddledist's own requirements (setup.py's install_requires), none of them paddle."""
 TOOLS = ("train", "eval", "export", "predict", "check_dataset", "main", "doctor")
 
 

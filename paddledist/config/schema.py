@@ -114,6 +114,8 @@ class TrainConfig:
     """(paddledist) Gradient accumulation steps (gradients are synchronised only on the last)."""
     amp: bool = False
     """Automatic mixed precision (GPU only); PaddleX's levels OFF, O1, O2 read as false, true, true."""
+    visualdl: Optional[bool] = None
+    """(paddledist) VisualDL scalars under Global.output/vdl_log: null (on when the visualdl package is installed: pip install "paddledist[vdl]"), true (on; a one-line note when it is not installed), false (off)."""
     fast_mkl_on_amd: bool = False
     """(paddledist) On AMD CPUs, let MKL take its AVX2 path (MKL_DEBUG_CPU_TYPE=5): ~2.5x faster CPU training, last bits differ (docs/benchmarks.md)."""
     grad_sync: str = "auto"

@@ -8,16 +8,19 @@ import logging
 import os
 import shutil
 import time
+from typing import Optional
 
 import numpy as np
 
 from paddledist import paddle_internals as internals
+from paddledist import report
 from paddledist.engine import checkpoint, results
 from paddledist.engine.distenv import all_gather_object, all_reduce_sum, barrier
 from paddledist.errors import UserError
 from paddledist.engine.metrics import evaluate
 from paddledist.engine.schedule import eta_seconds, format_eta, is_update_step, steps_left
 from paddledist.engine.trainer import Hook, Preempted
+from paddledist.engine.results import VDL_LOG
 
 log = logging.getLogger("paddledist")
 
@@ -81,11 +84,13 @@ class EvalHook(Hook):
     def after_epoch(self, t) -> None:
         s, last = t.state, t.state.epoch == t.cfg.Train.epochs_iters
         elapsed = time.perf_counter() - t.epoch_start
-        loss_sum, steps, samples = all_reduce_sum(t.epoch_meter, t.dist)
+        loss_sum, steps, samples, _ = all_reduce_sum(t.epoch_meter, t.dist)
         entry = {"epoch": s.epoch, "train_loss": round(loss_sum / max(steps, 1), 6),
-                 "images_per_sec": round(samples / max(elapsed, 1e-9), 2)}
+                 "images_per_sec": round(samples / max(elapsed, 1e-9), 2), "lr": t.optimizer.get_lr(),
+                 "machines": machine_rates(t, elapsed)}
         if s.epoch % t.cfg.Train.eval_interval == 0 or last:
-            m = evaluate(t.model, self.val_loader, t.dist)
+            m = evaluate(t.model, self.val_loader, t.dist, confusion=last)
+            t.confusion = m.get("confusion", t.confusion)
             entry.update(top1=round(m["top1"], 6), top5=round(m["top5"], 6), val_loss=round(m["loss"], 6),
                          val_samples=m["num_samples"])
             if m["undecodable"]:
@@ -100,6 +105,24 @@ class EvalHook(Hook):
         else:
             t.is_best = False
         s.history.append(entry)
+
+
+def machine_rates(t, elapsed: float) -> list[dict]:
+    """Per machine this epoch: its address, NIC and device as its supervisor planned them, its ranks, images/s
+    and the share of its ranks' time spent waiting for data (one small gather; rank order is node-major)."""
+    mine = (t.machine.get("host", "local"), t.machine.get("nic", ""), t.machine.get("device", ""),
+            float(t.epoch_meter[2]), float(t.epoch_meter[3]))
+    machines: dict = {}
+    for rank, (host, nic, device, samples, wait) in enumerate(all_gather_object(mine, t.dist)):
+        m = machines.setdefault(host, {"host": host, "nic": nic, "device": device, "ranks": [], "samples": 0.0,
+                                       "wait": 0.0})
+        m["ranks"].append(rank)
+        m["samples"] += samples
+        m["wait"] += wait
+    seconds = max(elapsed, 1e-9)
+    return [{"host": m["host"], "nic": m["nic"], "device": m["device"], "ranks": m["ranks"],
+             "images_per_sec": round(m["samples"] / seconds, 2),
+             "data_wait": round(m["wait"] / (seconds * len(m["ranks"])), 4)} for m in machines.values()]
 
 
 class CheckpointHook(Hook):
@@ -194,7 +217,7 @@ def uniform_output(t):
 
 
 class ResultHook(Hook):
-    """train_result.json after every epoch (done_flag false) and at the end (true)."""
+    """train_result.json after every epoch (done_flag false) and at the end (true), then the run's report.html."""
 
     def after_epoch(self, t) -> None:
         if t.dist.is_main:
@@ -203,6 +226,7 @@ class ResultHook(Hook):
     def after_train(self, t) -> None:
         if t.dist.is_main:
             results.write_train_result(t, done=True)
+            report.write(t.cfg.Global.output)
 
 
 class DigestHook(Hook):
@@ -219,17 +243,23 @@ class DigestHook(Hook):
 
 
 class VisualDLHook(Hook):
-    """Scalars for VisualDL (loss, lr, top-1) from rank 0, when the optional visualdl package is installed."""
+    """Scalars for VisualDL under `<Global.output>/vdl_log` (PaddleX's place), from rank 0: train loss and lr
+    every step, images/s and the evaluation's top-1, top-5 and loss every epoch. Train.visualdl null: on when
+    the `visualdl` package is installed (the `vdl` extra); true without it: one line saying how, and training
+    goes on; false: off."""
 
-    def __init__(self, logdir: str, enabled: bool) -> None:
+    def __init__(self, output: str, wanted: Optional[bool], is_main: bool) -> None:
+        self.writer = None
+        if not is_main or wanted is False:
+            return
         try:
             from visualdl import LogWriter
         except ImportError:
-            enabled = False
-        if not enabled:
-            self.writer = None
-        else:
-            self.writer = LogWriter(logdir=logdir)
+            if wanted:
+                log.warning("Train.visualdl: VisualDL is not installed, so no vdl_log is written: "
+                            "pip install \"paddledist[vdl]\" (training goes on)")
+            return
+        self.writer = LogWriter(logdir=os.path.join(output, VDL_LOG))
 
     def after_step(self, t) -> None:
         if self.writer:
@@ -237,9 +267,11 @@ class VisualDLHook(Hook):
             self.writer.add_scalar("train/lr", t.optimizer.get_lr(), t.state.global_step)
 
     def after_epoch(self, t) -> None:
-        entry = t.state.history[-1] if t.state.history else {}
-        if self.writer and "top1" in entry:
-            self.writer.add_scalar("eval/top1", entry["top1"], t.state.epoch)
+        entry = t.state.history[-1] if self.writer and t.state.history else {}
+        for tag, key in (("train/images_per_sec", "images_per_sec"), ("eval/top1", "top1"), ("eval/top5", "top5"),
+                         ("eval/loss", "val_loss")):
+            if key in entry:
+                self.writer.add_scalar(tag, entry[key], t.state.epoch)
 
     def after_train(self, t) -> None:
         if self.writer:

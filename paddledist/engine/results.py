@@ -1,7 +1,7 @@
 """Result files, written atomically by global rank 0: train_result.json in PaddleX's shape plus our fields.
 
 PaddleX's shape (what its tooling reads, PaddleClas's update_train_results writes): model_name, label_dict,
-train_log, visualdl_log, config, done_flag, and models.last_1..last_5 (the newest epoch_N checkpoints first) and
+train_log, visualdl_log (vdl_log when VisualDL wrote one, else ""), config, done_flag, and models.last_1..last_5 (the newest epoch_N checkpoints first) and
 models.best, each with its score and file paths relative to Global.output. The same content is also written as
 train_results.json, the spelling PaddleClas's code uses.
 """
@@ -12,6 +12,10 @@ import json
 import os
 
 from paddledist.fsio import atomic_write
+
+VDL_LOG = "vdl_log"
+"""VisualDL's scalars under Global.output (PaddleX's folder name)."""
+REPORT = "report.html"
 
 
 def write_json(path: str, data) -> None:
@@ -59,14 +63,16 @@ def write_train_result(t, done: bool) -> None:
             "pdparams": "best_model/best_model.pdparams" if s.best_epoch else None}
     data = {
         "model_name": cfg.Global.model, "label_dict": "label_dict.txt",
-        "train_log": f"logs/train.rank{t.dist.rank}.log", "visualdl_log": "", "config": "config.yaml",
+        "train_log": f"logs/train.rank{t.dist.rank}.log", "config": "config.yaml",
+        "visualdl_log": VDL_LOG if os.path.isdir(os.path.join(cfg.Global.output, VDL_LOG)) else "",
         "models": _models(t), "done_flag": done,
         # paddledist's own fields
         "world_size": t.dist.world_size,
         "global_batch_size": global_batch(cfg, t.dist.world_size),
         "start_epoch": s.start_epoch, "epochs": cfg.Train.epochs_iters, "best": best, "history": s.history,
         "bad_sample_count": len(s.bad_samples), "bad_samples": s.bad_samples,
-        "restarts": t.restarts,
+        "restarts": t.restarts, "machine": t.machine, "confusion": t.confusion,
+        "report": REPORT if done else "",
     }
     for name in NAMES:
         write_json(os.path.join(cfg.Global.output, name), data)

@@ -67,8 +67,8 @@ class Trainer:
         """Index of the current micro-batch in the epoch."""
         self.global_counts: list[int] = []
         """Real samples of each micro-batch of this epoch summed over ranks (the loss weights' denominators)."""
-        self.epoch_meter = np.zeros(3)
-        """This epoch's loss sum, steps and samples on this rank."""
+        self.epoch_meter = np.zeros(4)
+        """This epoch's loss sum, steps, samples and seconds waited for data on this rank."""
         self.epoch_start = 0.0
         self.data_wait = 0.0
         """Seconds the loop waited for the current batch."""
@@ -78,6 +78,10 @@ class Trainer:
         """Set by the evaluation hook after each epoch: this epoch's top-1 is the best so far."""
         self.restarts: list = []
         """The supervisor's restarts of this job so far ({"cause", "epoch"}), for train_result.json."""
+        self.machine: dict = {}
+        """This machine as its supervisor planned it ({"host", "nic", "device"}; {} without one), for the report."""
+        self.confusion: list = []
+        """[label, predicted, count] of the last evaluation that counted them (the last epoch's), for the report."""
 
     def train(self) -> None:
         self._call("before_train")
@@ -87,7 +91,7 @@ class Trainer:
             skip = self.state.start_iter if epoch == self.state.start_epoch else 0
             self.sampler.set_epoch(epoch, skip)
             self.global_counts = [b.global_count for b in self.sampler.batches()]
-            self.epoch_meter, self.epoch_start = np.zeros(3), time.perf_counter()  # loss sum, steps, samples
+            self.epoch_meter, self.epoch_start = np.zeros(4), time.perf_counter()
             self._call("before_epoch")
             for self.iter, batch in enumerate(self._timed(self.loader), start=skip):
                 self.run_step(batch)
@@ -115,7 +119,7 @@ class Trainer:
         group = update_group(self.iter, accum, len(self.global_counts))
         share = self.global_counts[self.iter] / sum(self.global_counts[group.start:group.stop])
         self.step_stats = {"loss": float(loss) / share, "samples": int((status == OK).sum())}
-        self.epoch_meter += [self.step_stats["loss"], 1, self.step_stats["samples"]]
+        self.epoch_meter[:3] += [self.step_stats["loss"], 1, self.step_stats["samples"]]
 
     def _loss_weights(self, status: paddle.Tensor) -> paddle.Tensor:
         # Sum of loss * world / (real samples in this update across ranks and accumulated micro-batches);
@@ -155,6 +159,7 @@ class Trainer:
             except StopIteration:
                 return
             self.data_wait = time.perf_counter() - start
+            self.epoch_meter[3] += self.data_wait
             yield batch
 
     def _seed_epoch(self, epoch: int) -> None:

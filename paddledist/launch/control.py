@@ -22,6 +22,8 @@ from paddledist.errors import UserError
 CONTROL_VAR = "PADDLEDIST_CONTROL"
 RESTARTS_VAR = "PADDLEDIST_RESTARTS"
 """The restarts so far (JSON list of {"cause", "epoch"}), for rank 0's train_result.json."""
+MACHINE_VAR = "PADDLEDIST_MACHINE"
+"""This machine as its supervisor planned it (JSON {"host", "nic", "device"}), for the run report's cluster view."""
 
 
 def preempt_flag(folder: str) -> str:
@@ -41,6 +43,15 @@ def restarts_from(env) -> list:
     return value if isinstance(value, list) else []
 
 
+def machine_from(env) -> dict:
+    """What the supervisor passed in MACHINE_VAR; {} when absent or not an object."""
+    try:
+        value = json.loads(env.get(MACHINE_VAR, "{}"))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 class Control:
     """The folder, created on entry and removed on exit."""
 
@@ -51,8 +62,8 @@ class Control:
     def __exit__(self, *exc) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def env(self, restarts: list) -> dict[str, str]:
-        return {CONTROL_VAR: self.folder, RESTARTS_VAR: json.dumps(restarts)}
+    def env(self, restarts: list, machine: Optional[dict] = None) -> dict[str, str]:
+        return {CONTROL_VAR: self.folder, RESTARTS_VAR: json.dumps(restarts), MACHINE_VAR: json.dumps(machine or {})}
 
     def request(self) -> None:
         open(preempt_flag(self.folder), "a").close()

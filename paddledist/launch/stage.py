@@ -97,7 +97,7 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
     if restarts:  # Train.nnodes MIN:MAX: a relaunch may run on fewer machines than before
         restarts[-1]["nodes"] = plan.nnodes
     argv, env = build(cfg, plan, script, args, os.environ)
-    env.update(control.env(restarts))
+    env.update(control.env(restarts, {"host": plan.host, "nic": plan.ifname or "", "device": cfg.Global.device}))
     preemption = Preemption(lambda why: _preempt(control, peers, why, plan), cfg.Train.preempt_grace)
     # each launch its own progress folder for the stall watchdog: a relaunch starts with no stale reports
     with stall.watching(cfg.Train.stall_timeout, plan, log_dir(cfg, plan), env, peers) as (env, watchers):

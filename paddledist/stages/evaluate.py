@@ -11,6 +11,7 @@ import logging
 import os
 from typing import Iterable
 
+from paddledist import report
 from paddledist.config import Config
 from paddledist.data.formats import check_files, load_samples
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
@@ -52,12 +53,13 @@ def run(cfg: Config, dist: DistEnv) -> None:
     dataset = ImageDataset(val, Transform.of(recipe(cfg), False, False))
     loader = make_loader(dataset, EvalBatchSampler(len(dataset), t.batch_size, dist.world_size, dist.rank),
                          t.num_workers)
-    m = evaluate(model, logged(loader, cfg.Evaluate.log_interval), dist)
+    m = evaluate(model, logged(loader, cfg.Evaluate.log_interval), dist, confusion=True)
     if m["undecodable"]:
         log.warning("%d validation sample(s) could not be decoded and were left out", m["undecodable"])
     log.info("evaluate: top1 %.4f top5 %.4f loss %.4f on %d samples", m["top1"], m["top5"], m["loss"], m["num_samples"])
     if dist.is_main:
         write_json(os.path.join(cfg.Global.output, RESULT), result(cfg, dist, path, m))
+        log.info("evaluate: report %s", report.write(cfg.Global.output))
 
 
 def logged(loader, interval: int) -> Iterable:
@@ -76,4 +78,5 @@ def result(cfg: Config, dist: DistEnv, path: str, m: dict) -> dict:
         "top1": m["top1"], "top5": m["top5"], "loss": m["loss"], "num_samples": m["num_samples"],
         "undecodable": m["undecodable"], "world_size": dist.world_size,
         "metrics": {"val.top1": m["top1"], "val.top5": m["top5"]},
+        "confusion": m["confusion"],  # [true label, top-1 prediction, count] of every non-zero cell (the report's)
     }

@@ -82,7 +82,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
                                                    scaler, t.grad_bucket_mb, t.grad_compression or "none")
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
-             VisualDLHook(os.path.join(cfg.Global.output, "vdl"), dist.is_main)]
+             VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]
     folder = os.environ.get(control.CONTROL_VAR)
     if folder:  # launched by a supervisor, which may ask for a save at the next step (a preemption)
         hooks.append(PreemptHook(control.preempt_flag(folder), control.saved_flag(folder)))
@@ -92,6 +92,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler, grad_sync)
     trainer.state, trainer.restarts = state, control.restarts_from(os.environ)
+    trainer.machine = control.machine_from(os.environ)
     return trainer
 
 
