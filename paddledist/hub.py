@@ -24,6 +24,7 @@ from typing import Optional, TextIO
 
 from paddledist.errors import UserError
 from paddledist.fsio import fsync_path
+from paddledist.progressbar import Meter, is_terminal
 
 TIMEOUT_S = 30.0
 """Connect/read timeout of one download: a silent server fails the job instead of hanging it."""
@@ -104,42 +105,30 @@ def _download(url: str, target: str, key: str, out: TextIO) -> None:
 
 
 def _fetch(url: str, f, out: TextIO) -> None:
-    """Copy the response body into `f`, with one progress line (rewritten in place on a terminal)."""
+    """Copy the response body into `f`: a progress bar on a terminal, else a line every 10 s; then one line."""
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
         total = int(response.headers.get("Content-Length") or 0)
-        done, start, shown = 0, time.monotonic(), 0.0
-        progress = _Progress(url, total, out)
-        while True:
-            chunk = response.read(CHUNK)
-            if not chunk:
-                break
-            f.write(chunk)
-            done += len(chunk)
-            if time.monotonic() - shown > 0.5:
-                progress.show(done)
-                shown = time.monotonic()
-        if total and done != total:
-            raise OSError(f"transfer ended after {done} of {total} bytes")
-        progress.end(done, time.monotonic() - start)
+        start = time.monotonic()
+        meter = _meter(url, total, out)
+        try:
+            while True:
+                chunk = response.read(CHUNK)
+                if not chunk:
+                    break
+                f.write(chunk)
+                meter.update(len(chunk))
+        finally:
+            meter.close()
+        if total and meter.done != total:
+            raise OSError(f"transfer ended after {meter.done} of {total} bytes")
+        out.write(f"paddledist: downloaded {url}: {meter.done / 2**20:.1f} MiB in {time.monotonic() - start:.1f} s\n")
+        out.flush()
 
 
-class _Progress:
-    def __init__(self, url: str, total: int, out: TextIO) -> None:
-        self.url, self.total, self.out = url, total, out
-        self.tty = hasattr(out, "isatty") and out.isatty()
-        if not self.tty:
-            size = f" ({total / 2**20:.1f} MiB)" if total else ""
-            out.write(f"paddledist: downloading {url}{size}\n")
-            out.flush()
-
-    def show(self, done: int) -> None:
-        if self.tty:
-            of = f" of {self.total / 2**20:.1f}" if self.total else ""
-            self.out.write(f"\rpaddledist: downloading {self.url}: {done / 2**20:.1f}{of} MiB")
-            self.out.flush()
-
-    def end(self, done: int, seconds: float) -> None:
-        self.out.write(f"{chr(13) if self.tty else ''}paddledist: downloaded {self.url}: {done / 2**20:.1f} MiB "
-                       f"in {seconds:.1f} s\n")
-        self.out.flush()
-
+def _meter(url: str, total: int, out: TextIO) -> Meter:
+    of = f" of {total / 2**20:.1f}" if total else ""
+    if not is_terminal(out):
+        out.write(f"paddledist: downloading {url}{f' ({total / 2**20:.1f} MiB)' if total else ''}\n")
+        out.flush()
+    return Meter(out, total, "downloading", lambda done: f"paddledist: downloading {url}: {done / 2**20:.1f}{of} MiB",
+                 unit="B", unit_scale=True, unit_divisor=1024)

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display on training machines; set before pyplot is imported
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 DPI = 100
@@ -33,6 +34,7 @@ def curves(series: dict[str, tuple[Sequence, Sequence]], title: str) -> bytes:
         ax.plot(x, y, marker="o", markersize=3)
         ax.set_title(name)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(series):]:
         ax.axis("off")
@@ -46,6 +48,7 @@ def lines(x: Sequence, named: dict[str, Sequence], title: str, ylabel: str) -> b
     for name, y in named.items():
         ax.plot(x, y, marker="o", markersize=3, label=name)
     ax.set(title=title, xlabel="epoch", ylabel=ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     return png(figure)

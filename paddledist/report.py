@@ -78,10 +78,10 @@ def _img(data: bytes, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+def _table(header: Optional[list[str]], rows: list[list]) -> str:
+    head = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>" if header else ""
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<table>{head}{body}</table>"
 
 
 def _summary(train: Optional[dict], evaluation: Optional[dict]) -> str:
@@ -99,7 +99,7 @@ def _summary(train: Optional[dict], evaluation: Optional[dict]) -> str:
         rows += [["evaluate: weights", evaluation.get("weight_path")],
                  ["evaluate: top-1 / top-5", f"{evaluation.get('top1', 0):.4f} / {evaluation.get('top5', 0):.4f}"],
                  ["evaluate: samples, world size", f"{evaluation.get('num_samples')}, {evaluation.get('world_size')}"]]
-    return "<h2>Summary</h2>" + _table(["", ""], rows)
+    return "<h2>Summary</h2>" + _table(None, rows)
 
 
 def _training(history: list[dict]) -> list[str]:

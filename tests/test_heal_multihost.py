@@ -93,6 +93,13 @@ def test_a_killed_worker_is_restarted_and_the_job_finishes(netns_hosts, tmp_path
     assert "rank 1 failed with exit code -9" in got["restarts"][0]["cause"]
     assert got["restarts"][0]["epoch"] >= 1 and got["start_epoch"] == got["restarts"][0]["epoch"] + 1
     assert not pids_in(hosts, 0) and not pids_in(hosts, 1)
+    # The run's report shows both machines' throughput and the restart with its cause.
+    machines = got["history"][-1]["machines"]
+    assert [m["host"] for m in machines] == list(hosts.addresses[:2]) and all(m["images_per_sec"] > 0 for m in machines)
+    page = (tmp_path / "host0" / "out" / "report.html").read_text()
+    assert got["report"] == "report.html" and "rank 1 failed with exit code -9" in page
+    assert all(f"<td>{m['host']}</td><td>eth0</td>" in page and f"<td>{m['images_per_sec']}</td>" in page
+               for m in machines), page[:3000]
     healed, uninterrupted = params(tmp_path, "out"), params(tmp_path, "ref")
     assert max(float(np.abs(healed[k] - uninterrupted[k]).max()) for k in uninterrupted) <= 1e-6
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable
+import sys
+from typing import Iterable, TextIO
 
 from paddledist import report
 from paddledist.config import Config
@@ -18,6 +19,7 @@ from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_gr
 from paddledist.engine.results import write_json
 from paddledist.errors import UserError
 from paddledist.models import check_model_name
+from paddledist.progressbar import Meter
 from paddledist.models.recipe import recipe
 from paddledist.stages import weights
 from paddledist.stages.common import check_labels, set_device, setup_logging
@@ -62,13 +64,19 @@ def run(cfg: Config, dist: DistEnv) -> None:
         log.info("evaluate: report %s", report.write(cfg.Global.output))
 
 
-def logged(loader, interval: int) -> Iterable:
-    """The loader, logging progress every `interval` batches (Evaluate.log_interval)."""
+def logged(loader, interval: int, out: TextIO = sys.stdout) -> Iterable:
+    """The loader with its progress: a bar on a terminal, else a log line every `interval` batches
+    (Evaluate.log_interval) and at the end."""
     total = len(loader)
-    for i, batch in enumerate(loader, 1):
-        if i % interval == 0 or i == total:
-            log.info("eval iter %d/%d", i, total)
-        yield batch
+    meter = Meter(out, total, "evaluate", unit="batch")
+    try:
+        for i, batch in enumerate(loader, 1):
+            if meter.bar is None and (i % interval == 0 or i == total):
+                log.info("eval iter %d/%d", i, total)
+            meter.update(1)
+            yield batch
+    finally:
+        meter.close()
 
 
 def result(cfg: Config, dist: DistEnv, path: str, m: dict) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 import paddle
 
@@ -92,7 +93,8 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler, grad_sync)
     trainer.state, trainer.restarts = state, control.restarts_from(os.environ)
-    trainer.machine = control.machine_from(os.environ)
+    trainer.machine = control.machine_from(os.environ) or {"host": socket.gethostname(), "nic": "",
+                                                            "device": cfg.Global.device}
     return trainer
 
 
