@@ -170,3 +170,12 @@ def test_visualdl_reads_back_the_scalars_rank_0_wrote(two_process_run):
     assert top1 == [(h["epoch"], pytest.approx(h["top1"], abs=1e-6)) for h in result["history"]]
     steps = [r.id for r in reader.get_data("scalar", "train/loss")]  # one per optimizer step, in order
     assert steps == sorted(set(steps)) and len(steps) == len(reader.get_data("scalar", "train/lr")) >= 3
+
+
+@pytest.mark.unit
+def test_visualdl_is_on_by_default_once_installed_and_off_when_asked(tmp_path):
+    pytest.importorskip("visualdl", reason='visualdl is not installed (pip install -e ".[vdl]")')
+    on, off, other_rank = (VisualDLHook(str(tmp_path), w, main) for w, main in ((None, True), (False, True), (None, False)))
+    assert on.writer is not None and off.writer is None and other_rank.writer is None
+    on.writer.close()
+    assert (tmp_path / "vdl_log").is_dir()
