@@ -175,7 +175,8 @@ def test_visualdl_reads_back_the_scalars_rank_0_wrote(two_process_run):
 @pytest.mark.unit
 def test_visualdl_is_on_by_default_once_installed_and_off_when_asked(tmp_path):
     pytest.importorskip("visualdl", reason='visualdl is not installed (pip install -e ".[vdl]")')
-    on, off, other_rank = (VisualDLHook(str(tmp_path), w, main) for w, main in ((None, True), (False, True), (None, False)))
+    on, off, other_rank = (VisualDLHook(str(tmp_path), wanted, main)
+                           for wanted, main in ((None, True), (False, True), (None, False)))
     assert on.writer is not None and off.writer is None and other_rank.writer is None
     on.writer.close()
     assert (tmp_path / "vdl_log").is_dir()
