@@ -73,12 +73,28 @@ def main(argv: Optional[Sequence[str]] = None, mode: Optional[str] = None, prog:
         paddle_version.check()
         config, implied = resolve_config(args.config)
         overrides = implied + [item for group in args.override for item in group]
+        check_fixed_mode(prog, mode, overrides)
         cfg = load(config, overrides + ([f"Global.mode={mode}"] if mode else []))
         from paddledist.stages import run_pipeline  # after the config: its mistakes are reported fast
 
         return run_pipeline(cfg, config, overrides, dry_run=args.dry_run)
 
     return exit_code(run)
+
+
+def check_fixed_mode(prog: str, mode: Optional[str], overrides: Sequence[str]) -> None:
+    """A tool (or a leading mode word) fixes the stage: an -o Global.mode asking for another is a UserError,
+    not silently replaced (a job script that meant to evaluate must not train)."""
+    from paddledist.config.overrides import parse_value, split_overrides
+
+    asked = [raw for key, raw in split_overrides(overrides) if key == "Global.mode"]
+    if mode is None or not asked:
+        return
+    value = parse_value(asked[-1])
+    wanted = value if isinstance(value, list) else str(value).split(",")
+    if [str(w).strip() for w in wanted] != [mode]:
+        raise UserError(f"{prog} runs the {mode} stage, but -o Global.mode={asked[-1]} asks for another; run "
+                        f"tools/main.py (or paddledist without a mode word) for Global.mode, or drop the override")
 
 
 def exit_code(action: Callable[[], int]) -> int:

@@ -90,7 +90,7 @@ def test_every_tool_reports_user_errors(run_tool, paddlex_yaml, tmp_path, script
 def test_ci_runs_the_readme_test_command():
     root = Path(__file__).resolve().parent.parent
     readme, ci = (root / "README.md").read_text(), (root / ".ci" / "run").read_text().splitlines()
-    command = 'pip install -e ".[test]" && python -m pytest -q tests'
+    command = 'pip install -e ".[cpu,test,vdl]" && python -m pytest -q tests'
     assert command in readme
     assert all(part in ci for part in command.split(" && ")), "README's command 2 and .ci/run disagree"
 
@@ -113,3 +113,4 @@ def test_launching_a_cpu_job_does_not_import_paddle(model, tmp_path):
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert {"paddledist.models", "paddledist.data.formats"} <= imported  # the preflight did run here
     assert "paddle" not in imported, "the launching process imported paddle"
+

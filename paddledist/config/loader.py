@@ -75,7 +75,7 @@ def _set(merged: Any, key: str, value: Any, where: str) -> None:
     """Set `key` in `merged`, after checking the value against the schema's type."""
     tp = lookup(key, where)
     if dataclasses.is_dataclass(tp):
-        if value is None or value == {}:  # an empty section (`Evaluate:` with every key commented out)
+        if where != "-o" and (value is None or value == {}):  # a file's empty section (every key commented out)
             return
         raise UserError(f"{where}: {key} is a section; set one of its keys, e.g. "
                         f"{key}.{dataclasses.fields(tp)[0].name}")
