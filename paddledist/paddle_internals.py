@@ -97,6 +97,21 @@ def has_onednn() -> bool:
     return bool(core.is_compiled_with_mkldnn())
 
 
+def export_softmax() -> Callable:
+    """The softmax(x, axis) an exported program's forward calls, chosen now: a probe must not run inside the
+    trace. paddle 3.3's F.softmax goes through _C_ops with `out=None`, which in a traced PIR program prints
+    "Paddle static graph(PIR) not support input out tensor for now!!!!!" to stderr on every export (job scripts
+    read stderr); paddle's PIR op builder makes the same softmax op without it. Without the capability,
+    F.softmax (and its warning)."""
+    return _pir_softmax if missing("pir_softmax") is None else paddle.nn.functional.softmax
+
+
+def _pir_softmax(x, axis: int = -1):
+    if paddle.framework.in_pir_mode():
+        return paddle._pir_ops.softmax(x, axis)
+    return paddle.nn.functional.softmax(x, axis=axis)
+
+
 def momentum_kind(optimizer) -> bool:
     """Plain fp32 Momentum without gradient clipping, multi-tensor, parameter groups or a regularizer that the
     kernel does not apply: the update `momentum_update` reproduces for every parameter."""
@@ -185,6 +200,21 @@ def _probe_unwrap() -> None:
     assert unwrap(wrapped) is inner and unwrap(inner) is inner, "DataParallel._layers"
 
 
+def _probe_softmax() -> None:
+    """The PIR builder makes paddle's softmax op with the axis asked for (built, not run: running a program
+    would print the executor's own log lines, and the exported program's answers are checked by its tests)."""
+    paddle.enable_static()
+    try:
+        program = paddle.static.Program()
+        with paddle.static.program_guard(program):
+            paddle._pir_ops.softmax(paddle.static.data("x", [2, 3], "float32"), 1)
+        ops = program.global_block().ops
+        built = [(op.name(), op.attrs().get("axis")) for op in ops]
+    finally:
+        paddle.disable_static()
+    assert built == [("pd_op.data", None), ("pd_op.softmax", 1)], f"the PIR builder made {built}"
+
+
 def _probe_onednn() -> None:
     assert isinstance(has_onednn(), bool)
 
@@ -224,6 +254,8 @@ CAPABILITIES = {c.name: c for c in (
                _probe_momentum),
     Capability("unwrap_data_parallel", "DataParallel._layers", _probe_unwrap),
     Capability("onednn_build", "paddle.base.core.is_compiled_with_mkldnn", _probe_onednn),
+    Capability("pir_softmax", "paddle._pir_ops.softmax (F.softmax's out=None warns in traced programs)",
+               _probe_softmax),
 )}
 
 

@@ -65,15 +65,16 @@ def with_pir(cfg: Config, env) -> bool:
 def save_program(model, input_size: int | tuple, prefix: str, pir: bool = True) -> None:
     """`input_size`: the side of square inputs, or (height, width)."""
     import paddle
-    import paddle.nn.functional as F
+
+    from paddledist import paddle_internals as internals
 
     class WithSoftmax(paddle.nn.Layer):
         def __init__(self, inner) -> None:
             super().__init__()
-            self.inner = inner
+            self.inner, self.softmax = inner, internals.export_softmax()
 
         def forward(self, x):
-            return F.softmax(self.inner(x), axis=-1)
+            return self.softmax(self.inner(x), axis=-1)
 
     height, width = (input_size, input_size) if isinstance(input_size, int) else input_size
     spec = paddle.static.InputSpec([None, 3, height, width], "float32", name=INPUT_NAME)
