@@ -9,6 +9,7 @@ exit code.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from importlib import import_module
 from typing import Callable
@@ -111,10 +112,47 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
         print(f"paddledist: dry run: {stage} would run in this process (1 process, device {cfg.Global.device})")
         print(to_yaml(staged))
         return 0
+    if stage == "train":
+        return run_preemptible(staged)
     from paddledist.engine.distenv import DistEnv
 
     _stage_runner(stage)(staged, DistEnv())
     return 0
+
+
+PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+def run_preemptible(cfg: Config) -> int:
+    """Train in this one process, preemptible as a supervised job is: SIGTERM or SIGUSR1 asks the loop (through
+    the same control folder a supervisor would make) to save latest at the next update and stop, and the
+    command exits PREEMPTED_EXIT. Left to paddle, SIGTERM printed its C++ FatalError block and saved nothing."""
+    from paddledist.engine.distenv import DistEnv
+    from paddledist.engine.trainer import Preempted
+    from paddledist.errors import PREEMPTED_EXIT
+    from paddledist.launch.control import CONTROL_VAR, Control
+
+    train = _stage_runner("train")  # imports paddle first: its own signal handlers are replaced below
+    with Control() as control:
+        previous = {s: signal.signal(s, lambda signum, _: _asked(control, signum)) for s in PREEMPT_SIGNALS}
+        os.environ[CONTROL_VAR] = control.folder
+        try:
+            train(cfg, DistEnv())
+        except Preempted as e:
+            print(f"paddledist: preempted at {e}; latest holds this step; exit code {PREEMPTED_EXIT}: run the same "
+                  f"command with Train.resume_path=auto to continue", flush=True)
+            return PREEMPTED_EXIT
+        finally:
+            os.environ.pop(CONTROL_VAR, None)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    return 0
+
+
+def _asked(control, signum: int) -> None:
+    if not control.requested():
+        print(f"paddledist: preemption (signal {signum}): saving latest at the next step", flush=True)
+        control.request()
 
 
 def check_before_launch(cfg: Config, stage: str, dry_run: bool = False) -> None:
