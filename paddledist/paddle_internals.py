@@ -187,7 +187,7 @@ def _probe_share_buffer() -> None:
 
 
 def _probe_global_all_reduce() -> None:
-    # A collective needs every rank, so the probe checks the names; BucketSync checks the sum at its start.
+    # A collective needs every rank: the probe checks the names, check_global_all_reduce the sum.
     assert callable(paddle.distributed.collective._get_global_group), "collective._get_global_group"
     assert hasattr(core.ReduceOp, "SUM") and hasattr(core.ProcessGroup, "all_reduce"), "ProcessGroup.all_reduce"
 
@@ -259,6 +259,25 @@ CAPABILITIES = {c.name: c for c in (
 )}
 
 
+_FAILED_IN_JOB: dict[str, str] = {}
+"""Capabilities whose check needs every rank (a collective) and failed in this job: name -> why."""
+
+
+def check_global_all_reduce(world_size: int) -> None:
+    """The computing half of global_all_reduce's probe: a SUM of ones from every rank must be the world size.
+    Every rank calls it at the same point (gradsync.build, before the sync is chosen), so all see one answer."""
+    if missing("global_all_reduce") is not None:
+        return
+    try:
+        ones = paddle.ones([2], dtype="float32")
+        global_all_reduce(ones).wait()
+        got = ones.numpy().tolist()
+    except Exception as e:  # noqa: BLE001  (a private API can fail any way; the job goes on without it)
+        got = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+    if got != [float(world_size)] * 2:
+        _FAILED_IN_JOB["global_all_reduce"] = f"a SUM over {world_size} ranks gave {got}"
+
+
 def disabled(environ=None) -> set[str]:
     """The capabilities PADDLEDIST_DISABLE_CAPABILITIES names (UserError for a name that is none of them)."""
     text = (os.environ if environ is None else environ).get(DISABLE_VAR, "")
@@ -285,7 +304,7 @@ def missing(name: str) -> Optional[str]:
         raise KeyError(name)
     if name in disabled():
         return f"disabled by {DISABLE_VAR}"
-    return _probe(name)
+    return _FAILED_IN_JOB.get(name) or _probe(name)
 
 
 def failure(names, check: Callable[[str], Optional[str]] = missing) -> Optional[str]:

@@ -67,3 +67,19 @@ def test_gloo_float16_all_reduce_is_still_broken_so_fp16_stays_refused_on_cpu(tm
     assert done.returncode == 0, done.stdout[-2000:]
     line = next(x for x in (tmp_path / "log" / "workerlog.0").read_text().splitlines() if x.startswith("SUM"))
     assert line == "SUM inf"
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize("claimed,expected", [(2, (None, "bucket")),
+                                              (3, ("a SUM over 3 ranks gave [2.0, 2.0]", "flat"))])
+def test_the_all_reduce_check_sums_over_every_rank_and_a_wrong_sum_moves_auto_off_bucket(tmp_path, claimed, expected):
+    """Two real ranks: the sum of ones is the world size (2), so the bucket sync stays chosen; measured against a
+    world size it cannot match (3) the check fails on every rank alike and auto takes the next sync."""
+    done = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir",
+                           str(tmp_path / "logs"), str(REPO / "tests" / "allreduce_probe.py"), str(claimed)],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    logs = [(tmp_path / "logs" / f"workerlog.{r}").read_text() for r in (0, 1)]
+    assert done.returncode == 0, done.stdout[-2000:] + logs[0][-2000:] + logs[1][-2000:]
+    lines = [json.loads(next(x for x in log.splitlines() if x.startswith('{"rank"'))) for log in logs]
+    assert [(x["missing"], x["chosen"]) for x in lines] == [expected, expected]

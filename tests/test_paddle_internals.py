@@ -147,3 +147,4 @@ def test_no_module_but_the_boundary_touches_paddles_private_names():
     touches = [t for p in files for t in private_touches(p, private)]
     assert not touches, touches
     assert private_touches(REPO / "paddledist" / "paddle_internals.py", private)  # the scan does see them
+
