@@ -8,8 +8,9 @@ import resource
 
 import pytest
 
-from paddledist.cluster import fdlimit
+from paddledist.cluster import fdlimit, preflight
 from paddledist.errors import UserError
+from paddledist.testing import controlplane
 
 
 @pytest.fixture
@@ -45,3 +46,27 @@ def test_a_hard_limit_too_low_is_one_line_naming_the_fix(low_soft_limit):
 def test_a_joining_node_needs_few_descriptors_and_node_0_one_per_machine():
     assert fdlimit.needed_by(4096, 3) == fdlimit.SPARE + 1
     assert fdlimit.needed_by(4096, 0) == fdlimit.SPARE + 4096
+
+
+@pytest.mark.unit
+def test_node_0_refuses_a_job_beyond_its_hard_open_file_limit_in_one_line():
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard > 60000:
+        pytest.skip(f"hard limit {hard}: a job beyond it needs more loopback addresses than the simulator makes")
+    nodes = tuple(controlplane.address(i) for i in range(hard))
+    with pytest.raises(UserError) as e:
+        preflight(controlplane.sim_plan(nodes, 0, controlplane.free_port_pair(), 5.0, 60.0))
+    assert f"node 0 (127.0.0.1) of {hard} machines needs {hard + fdlimit.SPARE} open files" in str(e.value)
+
+
+@pytest.mark.multiproc
+def test_256_simulated_nodes_join_name_one_loss_everywhere_and_finish():
+    """The same simulator as benchmarks/control_plane.py: 256 supervisors' real control planes."""
+    with controlplane.Simulation(256) as sim:
+        assert sim.join() < 30
+        lost = sim.detect(200)
+        assert lost["named"] == lost["others"] == 255, lost["unnamed"]
+        assert lost["s"] < 5
+    with controlplane.Simulation(256) as sim:
+        sim.join()
+        assert sim.all_done() < 10  # raises when any node's outcome is a failure

@@ -172,7 +172,11 @@ class Peers:
                 self._beat()
                 next_beat = now + self.interval_s
             wait = min(next_beat - now, _MAX_WAIT_S)
-            for key, events in self._selector.select(max(wait, 0.0)):
+            try:
+                ready = self._selector.select(max(wait, 0.0))
+            except (OSError, ValueError):  # close() gave up waiting for this thread and closed the selector
+                return
+            for key, events in ready:
                 self._ready(key, events)
             if self.clock() >= self._next_judge:
                 self._judge_silence()
