@@ -259,8 +259,9 @@ class Peers:
             self._relay({"lost": k, "why": why}, skip=k)
 
     def _check_all_done(self) -> None:
-        """Called with the lock held. The hub, once it and every other node finished, tells them all."""
-        if self.is_hub and self._done_here and self.completed >= set(self.links) and not self._all_done.is_set():
+        """Called with the lock held. The hub, once it and every other node finished, tells them all (counted:
+        `completed` holds link keys only, and a set comparison per "done" was O(nodes^2) at the hub)."""
+        if self.is_hub and self._done_here and len(self.completed) == len(self.links) and not self._all_done.is_set():
             self._relay({"all_done": True}, skip=-1)
             self._all_done.set()
 
