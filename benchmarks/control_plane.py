@@ -53,15 +53,37 @@ def measure(nnodes: int, window_s: float) -> dict:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
 
 
+def plot(rows: list[dict], path: str) -> None:
+    """Each time and the hub's CPU against N, log-log (matplotlib, needed only for --plot)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (times, cpu) = plt.subplots(1, 2, figsize=(10, 4))
+    nodes = [r["nodes"] for r in rows]
+    for key in ("join_s", "detect_s", "stop_s", "all_done_s"):
+        times.loglog(nodes, [max(r[key], 1e-4) for r in rows], marker="o", label=key)
+    times.set(xlabel="simulated nodes", ylabel="seconds", title="control plane times")
+    times.legend()
+    cpu.loglog(nodes, [max(r["hub_cpu"], 1e-4) for r in rows], marker="o", label="hub CPU (cores)")
+    cpu.axhline(0.1, linestyle="--", color="gray", label="target at 1024: 0.1")
+    cpu.set(xlabel="simulated nodes", ylabel="cores", title="hub CPU at the default 5 s interval")
+    cpu.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,16,128,1024,4096", help="node counts, comma-separated")
     parser.add_argument("--window", type=float, default=10.0, help="seconds over which the hub's CPU is read")
+    parser.add_argument("--plot", help="also write a PNG of the figures here (needs matplotlib)")
     args = parser.parse_args()
     rows = []
     for n in args.nodes.split(","):
         rows.append(measure(int(n), args.window))
         print(json.dumps(rows[-1]), flush=True)
+    if args.plot:
+        plot(rows, args.plot)
     print(json.dumps(max(rows, key=lambda r: r["nodes"])), flush=True)
 
 
