@@ -14,19 +14,29 @@ so no node exits 0 while another one's ranks (rank 0 writing the last checkpoint
 supervisor then asks its own ranks to save and leave too (launch/stage.py).
 
 The supervising runner polls `check()` and, on a verdict, ends its workers and exits non-zero naming the node.
+
+Scale (benchmarks/control_plane.py, docs/benchmarks.md): the thread waits on a selector (epoll on Linux: no
+descriptor limit, unlike select.select's 1024) and wakes for arrivals, a due beat, a wake-up from the runner's
+calls, or every _MAX_WAIT_S; each wake costs O(what arrived), never O(nodes): beats go out once per interval,
+only links with queued bytes are flushed, silence is judged at most every _TICK_S. A link's outgoing queue is
+bounded (wire.LineSocket.queue) and written as the kernel takes it, so one slow peer never stalls the hub.
 """
 
 from __future__ import annotations
 
-import select
+import selectors
+import socket
 import threading
 import time
 from typing import Optional
 
 from paddledist.cluster.plan import ClusterPlan
-from paddledist.cluster.wire import LineSocket
+from paddledist.cluster.wire import LineSocket, encode
 
 _TICK_S = 0.1
+"""How often silence is judged and waiting callers look again."""
+_MAX_WAIT_S = 0.5
+"""The longest the heartbeat thread sleeps with nothing to do (a bound on how late silence is noticed)."""
 
 
 class Peers:
@@ -54,6 +64,12 @@ class Peers:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="paddledist-heartbeat", daemon=True)
+        self._selector: Optional[selectors.BaseSelector] = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        """Written to by the runner's calls so the sleeping heartbeat thread looks again at once."""
+        self._writing: set[int] = set()
+        """Links with bytes the kernel has not taken yet: flushed when their socket is writable."""
+        self._next_judge = 0.0
 
     @property
     def is_hub(self) -> bool:
@@ -66,8 +82,13 @@ class Peers:
     # --- what the runner calls ----------------------------------------------------------------------
 
     def start(self) -> "Peers":
-        for link in self.links.values():
+        self._selector = selectors.DefaultSelector()
+        for k, link in self.links.items():
             link.sock.setblocking(False)
+            self._selector.register(link.sock, selectors.EVENT_READ, k)
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._thread.start()
         return self
 
@@ -98,17 +119,13 @@ class Peers:
         """This node's ranks failed on their own (or stalled here): tell every node now (through the hub)."""
         with self._lock:
             self._told.add(reason)
-            for link in self.links.values():
-                link.queue({"stop": reason, "node": self.me})
-                link.flush()
+            self._relay({"stop": reason, "node": self.me}, skip=-1)
 
     def preempt(self, why: str) -> None:
         """A preemption signal here: tell every node (through the hub) to save at the next step and leave."""
         with self._lock:
             self.preempted = self.preempted or f"{self.who(self.me)}: {why}"
-            for link in self.links.values():
-                link.queue({"preempt": why, "node": self.me})
-                link.flush()
+            self._relay({"preempt": why, "node": self.me}, skip=-1)
 
     def failed(self, reason: Optional[str]) -> None:
         """This node stopped: tell the others `reason` unless None (they know, or it follows from them); close."""
@@ -120,8 +137,7 @@ class Peers:
         """This node finished cleanly: say so (its closing connection is no loss), then wait for the job's
         outcome while the heartbeats go on. None once every node finished; else why the job failed elsewhere."""
         with self._lock:
-            for link in self.links.values():
-                link.queue({"done": self.me})
+            self._relay({"done": self.me}, skip=-1)
             self._done_here = True
             self._check_all_done()
         while self.verdict is None and not self._all_done.is_set():
@@ -132,14 +148,19 @@ class Peers:
     def close(self, drain_s: float = 1.0) -> None:
         """Send what is queued (up to `drain_s`), stop the heartbeat thread and close the connections."""
         deadline = time.monotonic() + drain_s
-        while self._thread.is_alive() and any(l.out for l in self.links.values()) and time.monotonic() < deadline:
+        while self._thread.is_alive() and self._writing and time.monotonic() < deadline:
             time.sleep(0.02)
         self._closing.set()
+        self._wake()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         for link in self.links.values():
             link.flush()
             link.close()
+        if self._selector is not None:
+            self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     # --- the heartbeat thread -----------------------------------------------------------------------
 
@@ -147,36 +168,53 @@ class Peers:
         next_beat = 0.0
         while not self._closing.is_set():
             now = self.clock()
-            with self._lock:
-                if now >= next_beat:
-                    for k in self._open():
-                        self.links[k].queue({"beat": self.me})
-                    next_beat = now + self.interval_s
-                for k in self._open():
-                    if not self.links[k].flush():
-                        self._lost(k, "its connection broke")
-            self._receive()
-            self._judge_silence()
+            if now >= next_beat:
+                self._beat()
+                next_beat = now + self.interval_s
+            wait = min(next_beat - now, _MAX_WAIT_S)
+            try:
+                ready = self._selector.select(max(wait, 0.0))
+            except (OSError, ValueError):  # close() gave up waiting for this thread and closed the selector
+                return
+            for key, events in ready:
+                self._ready(key, events)
+            if self.clock() >= self._next_judge:
+                self._judge_silence()
+                self._next_judge = self.clock() + _TICK_S
+
+    def _beat(self) -> None:
+        """One beat to every open link, encoded once (the hub's cost per interval is one send per node)."""
+        with self._lock:
+            self._relay({"beat": self.me}, skip=-1)
 
     def _open(self) -> list[int]:
         return [k for k in self.links if k not in self.gone]
 
-    def _receive(self) -> None:
-        open_links = {self.links[k].sock: k for k in self._open()}
-        try:
-            readable, _, _ = select.select(list(open_links), [], [], _TICK_S)
-        except (OSError, ValueError):
-            time.sleep(_TICK_S)
+    def _ready(self, key: selectors.SelectorKey, events: int) -> None:
+        k = key.data
+        if k is None:  # a wake-up from the runner's thread: drain it
+            try:
+                self._wake_r.recv(4096)
+            except OSError:
+                pass
             return
-        for sock in readable:
-            k = open_links[sock]
-            messages, closed = self.links[k].receive_ready()
+        if k in self.gone:  # a lost link's closing is no news: stop watching it
+            self._selector.unregister(key.fileobj)
+            return
+        if events & selectors.EVENT_WRITE:
             with self._lock:
-                self.last_seen[k] = self.clock()
-                for message in messages:
-                    self._handle(k, message)
-                if closed:
-                    self._lost(k, "its connection closed (its processes ended or the machine restarted)")
+                self._flush(k)
+        if events & selectors.EVENT_READ:
+            self._receive(k)
+
+    def _receive(self, k: int) -> None:
+        messages, closed = self.links[k].receive_ready()
+        with self._lock:
+            self.last_seen[k] = self.clock()
+            for message in messages:
+                self._handle(k, message)
+            if closed:
+                self._lost(k, "its connection closed (its processes ended or the machine restarted)")
 
     def _handle(self, k: int, message: dict) -> None:
         if "done" in message:
@@ -221,16 +259,43 @@ class Peers:
             self._relay({"lost": k, "why": why}, skip=k)
 
     def _check_all_done(self) -> None:
-        """Called with the lock held. The hub, once it and every other node finished, tells them all."""
-        if self.is_hub and self._done_here and self.completed >= set(self.links) and not self._all_done.is_set():
+        """Called with the lock held. The hub, once it and every other node finished, tells them all (counted:
+        `completed` holds link keys only, and a set comparison per "done" was O(nodes^2) at the hub)."""
+        if self.is_hub and self._done_here and len(self.completed) == len(self.links) and not self._all_done.is_set():
             self._relay({"all_done": True}, skip=-1)
             self._all_done.set()
 
     def _relay(self, message: dict, skip: int) -> None:
+        """Called with the lock held: `message` to every open link but `skip`, encoded once, sent at once as
+        far as each kernel buffer takes it; the rest waits for that socket to be writable."""
+        line = encode(message)
         for j in self._open():
             if j != skip:
-                self.links[j].queue(message)
-                self.links[j].flush()
+                self.links[j].queue_line(line)
+                self._flush(j)
+
+    def _flush(self, k: int) -> None:
+        """Called with the lock held: send what link k's kernel buffer takes; watch for writable while bytes
+        remain (a slow reader costs its own queue, never the others' time)."""
+        link = self.links[k]
+        if not link.flush():
+            self._lost(k, "its connection broke")
+            return
+        waiting = bool(link.out)
+        if waiting == (k in self._writing) or self._selector is None or k in self.gone:
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if waiting else 0)
+        try:
+            self._selector.modify(link.sock, events, k)
+        except (KeyError, ValueError, OSError):
+            return
+        (self._writing.add if waiting else self._writing.discard)(k)
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except OSError:  # its buffer is full: a wake-up is already pending
+            pass
 
     def _decide(self, verdict: str) -> None:
         if self.verdict is None:

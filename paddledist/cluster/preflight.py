@@ -6,17 +6,21 @@ list, device layout, and a fingerprint (versions, resolved config, dataset lists
 all have joined and agree, node 0 answers "ok" to each and everyone launches; the connections stay open for
 the heartbeats (heartbeat.py). Otherwise every node fails with one line naming the missing or differing
 node and what differs, instead of paddle's launcher blocking forever. Plain TCP and JSON lines; no paddle.
+
+Node 0 reads the hellos on a selector (epoll on Linux, no descriptor limit), in whatever order they arrive, so a
+connection that says nothing delays nobody; its listen backlog and open-file limit are sized to the job.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
+import selectors
 import socket
 import time
 from typing import Optional
 
-from paddledist.cluster import ports, rendezvous
+from paddledist.cluster import fdlimit, ports, rendezvous
 from paddledist.cluster.fingerprint import differences
 from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.plan import ClusterPlan
@@ -29,6 +33,8 @@ REFUSAL_WAIT_S = 30.0
 """How long node 0, refusing to start, waits to tell the joining nodes why."""
 _MAX_SHOWN = 4
 """Differences listed in one message."""
+_HELLO_S = 5.0
+"""How long node 0 waits for a new connection's first line before dropping it as not one of ours."""
 
 
 def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers]:
@@ -38,6 +44,8 @@ def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers
     if plan.nnodes < 2:
         return None
     mine = hello(plan, facts)
+    fdlimit.ensure_open_files(fdlimit.needed_by(plan.nnodes, plan.node_rank), f"node {plan.node_rank} "
+                              f"({plan.host}) of {plan.nnodes} machines")
     if plan.node_rank == 0:
         _check_ports_or_refuse(plan)
         links, plan = _serve(plan, mine)
@@ -107,18 +115,18 @@ def _check_ports_or_refuse(plan: ClusterPlan) -> None:
         check_ports_free(plan)
     except UserError as e:
         if ports.bind_error(plan.port) is None:
-            with _listen(plan.port) as server:
+            with _Door(_listen(plan.port, plan.nnodes)) as door:
                 deadline = time.monotonic() + min(plan.peer_timeout, REFUSAL_WAIT_S)
-                _tell_everyone(server, plan, {}, set(), deadline, {"ok": False, "error": str(e)})
+                _tell_everyone(door, plan, {}, set(), deadline, {"ok": False, "error": str(e)})
         raise
 
 
-def _listen(port: int) -> socket.socket:
+def _listen(port: int, nnodes: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("", port))
-        sock.listen(64)
+        sock.listen(max(64, nnodes))  # every machine may connect at once; the kernel caps it at somaxconn
     except OSError as e:
         sock.close()
         raise UserError(f"node 0 cannot listen on Train.port {port} ({e.strerror}); another job may be "
@@ -131,12 +139,12 @@ def _serve(plan: ClusterPlan, mine: dict) -> tuple[dict[int, LineSocket], Cluste
     joined: dict = {}
     hellos: dict = {}
     told: set = set()
-    with _listen(plan.port) as server:
+    with _Door(_listen(plan.port, plan.nnodes)) as door:
         try:
-            _gather(server, plan, mine, joined, hellos, told, deadline)
+            _gather(door, plan, mine, joined, hellos, told, deadline)
             nodes = plan.nodes if plan.agreed else rendezvous.agree(plan, hellos)
         except UserError as e:
-            _tell_everyone(server, plan, joined, told, deadline, {"ok": False, "error": str(e)})
+            _tell_everyone(door, plan, joined, told, deadline, {"ok": False, "error": str(e)})
             raise
     if plan.agreed:
         for link in joined.values():
@@ -148,25 +156,66 @@ def _serve(plan: ClusterPlan, mine: dict) -> tuple[dict[int, LineSocket], Cluste
     return links, dataclasses.replace(plan, nodes=nodes, agreed=True)
 
 
-def _accept(server: socket.socket, deadline: float) -> Optional[tuple[LineSocket, Optional[dict]]]:
-    """The next connection and its first message (None if not one of ours); None when the deadline passed."""
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        server.settimeout(min(remaining, 1.0))
-        try:
-            conn, _ = server.accept()
-        except socket.timeout:
-            continue
-        link = LineSocket(conn)
-        return link, link.read(timeout=5.0)
+class _Door:
+    """Node 0's listening socket and the connections that have not said hello yet, on one selector."""
+
+    def __init__(self, server: socket.socket) -> None:
+        self.server = server
+        self.selector = selectors.DefaultSelector()
+        server.setblocking(False)
+        self.selector.register(server, selectors.EVENT_READ, None)
+        self.pending: dict[LineSocket, float] = {}
+        """Connections still to say hello -> when they must have; in arrival order, so the first is due first."""
+
+    def __enter__(self) -> "_Door":
+        return self
+
+    def __exit__(self, *_) -> None:
+        for link in self.pending:
+            link.close()
+        self.selector.close()
+        self.server.close()
+
+    def next(self, deadline: float) -> Optional[tuple[LineSocket, Optional[dict]]]:
+        """The next connection to finish its first line, with that message (None if not one of ours, or
+        nothing within _HELLO_S); None when the deadline passed."""
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            first = next(iter(self.pending.items()), None)
+            if first is not None and first[1] <= now:
+                return self._release(first[0]), None
+            due = min(deadline, first[1]) if first else deadline
+            for key, _ in self.selector.select(min(due - now, 1.0)):
+                if key.data is None:
+                    self._admit(now)
+                    continue
+                message, done = key.data.receive_one()
+                if message is not None or done:
+                    return self._release(key.data), message
+
+    def _admit(self, now: float) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            link = LineSocket(conn)
+            self.pending[link] = now + _HELLO_S
+            self.selector.register(conn, selectors.EVENT_READ, link)
+
+    def _release(self, link: LineSocket) -> LineSocket:
+        del self.pending[link]
+        self.selector.unregister(link.sock)
+        return link
 
 
-def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, hellos: dict, told: set,
+def _gather(door: _Door, plan: ClusterPlan, mine: dict, joined: dict, hellos: dict, told: set,
             deadline: float) -> None:
     while len(joined) < plan.nnodes - 1:
-        got = _accept(server, deadline)
+        got = door.next(deadline)
         if got is None and _enough(plan, joined):
             print(f"paddledist: continuing with {len(joined) + 1} of {plan.nnodes} machines (Train.nnodes="
                   f"{plan.min_nodes}:{plan.nnodes}; came within Train.peer_timeout={plan.peer_timeout}s: "
@@ -184,10 +233,11 @@ def _gather(server: socket.socket, plan: ClusterPlan, mine: dict, joined: dict, 
             told.add(str(rendezvous.who_key(plan, theirs)))
             raise UserError(problem)
         joined[rendezvous.who_key(plan, theirs)] = link
-        hellos[rendezvous.who_key(plan, theirs)] = theirs
+        hellos[rendezvous.who_key(plan, theirs)] = {"rank": theirs.get("rank")}  # all agree() reads: a whole
+        # hello holds the machine list, and a thousand of them kept until everyone came would be O(nodes^2)
 
 
-def _tell_everyone(server: socket.socket, plan: ClusterPlan, joined: dict, told: set, deadline: float,
+def _tell_everyone(door: _Door, plan: ClusterPlan, joined: dict, told: set, deadline: float,
                    verdict: dict) -> None:
     """Answer every node that came with the verdict; keep answering late ones until all were told or the
     deadline passes, so that no node waits out its timeout without knowing why."""
@@ -195,7 +245,7 @@ def _tell_everyone(server: socket.socket, plan: ClusterPlan, joined: dict, told:
     for link in joined.values():
         _answer(link, verdict)
     while not _all_told(plan, told):
-        got = _accept(server, deadline)
+        got = door.next(deadline)
         if got is None:
             return
         link, theirs = got

@@ -39,11 +39,10 @@ def nodes_mismatch(who: str, mine: dict, theirs: dict) -> Optional[str]:
     elif theirs.get("names") != mine.get("names"):
         return (f"{who} has machines {_show(theirs.get('names'))}, node 0 has {_show(mine.get('names'))}; "
                 "run the same config on every machine")
-    else:
-        for k in range(len(a)):
-            if a[k] != b[k]:
-                name = (mine.get("names") or a)[k]
-                return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
+    elif a != b:  # compared whole first: node 0 checks every joining node's list
+        k = next(k for k in range(len(a)) if a[k] != b[k])
+        name = (mine.get("names") or a)[k]
+        return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
     if theirs.get("master_port") != mine.get("master_port"):
         return f"{who} uses master port {theirs.get('master_port')}, node 0 {mine.get('master_port')}"
     return None

@@ -10,6 +10,9 @@ from typing import Optional
 
 MAX_LINE = 256 * 1024
 """A peer that sends a longer line is not one of ours."""
+QUEUE_LIMIT = 64 * 1024
+"""Bytes queued for one peer that is not reading: beyond them its messages are dropped, and its silence or
+closing is judged as for any other peer, so a slow peer costs its own queue, never the hub's time."""
 
 
 class LineSocket:
@@ -57,10 +60,33 @@ class LineSocket:
         messages = [m for m in map(decode, lines) if m is not None]
         return messages, len(self._in) > MAX_LINE
 
-    def queue(self, message: dict, limit: int = 64 * 1024) -> None:
+    def receive_one(self) -> tuple[Optional[dict], bool]:
+        """Non-blocking, after a selector says readable: the first message once complete (the rest stays
+        buffered for `read`), and whether to give up on this connection (closed, or not one of ours)."""
+        if b"\n" not in self._in:
+            try:
+                chunk = self.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return None, False
+            except OSError:
+                return None, True
+            if not chunk:
+                return None, True
+            self._in += chunk
+        if b"\n" not in self._in:
+            return None, len(self._in) > MAX_LINE
+        line, self._in = self._in.split(b"\n", 1)
+        message = decode(line)
+        return message, message is None
+
+    def queue(self, message: dict, limit: int = QUEUE_LIMIT) -> None:
         """Queue for `flush`; a peer that stopped reading gets no more than `limit` bytes queued."""
+        self.queue_line(encode(message), limit)
+
+    def queue_line(self, line: bytes, limit: int = QUEUE_LIMIT) -> None:
+        """`queue` for a message encoded once for many links (a relay to every node)."""
         if len(self.out) < limit:
-            self.out += encode(message)
+            self.out += line
 
     def flush(self) -> bool:
         """Send what the kernel takes now (non-blocking); False when the connection is broken."""
