@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from paddledist.testing.ports import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -54,10 +55,9 @@ HOLDER_MARK = "paddledist_port_holder"
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on right now (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+    """A TCP port that is free now, with the three after it, below the kernel's ephemeral range (a port the
+    kernel picks there can become some connection's source port before the job binds it, or Train.port + 1)."""
+    return free_ports(4)
 
 
 @pytest.fixture

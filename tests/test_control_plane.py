@@ -11,6 +11,7 @@ import pytest
 from paddledist.cluster import fdlimit, preflight
 from paddledist.errors import UserError
 from paddledist.testing import controlplane
+from paddledist.testing.ports import free_ports
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_node_0_refuses_a_job_beyond_its_hard_open_file_limit_in_one_line():
         pytest.skip(f"hard limit {hard}: a job beyond it needs more loopback addresses than the simulator makes")
     nodes = tuple(controlplane.address(i) for i in range(hard))
     with pytest.raises(UserError) as e:
-        preflight(controlplane.sim_plan(nodes, 0, controlplane.free_port_pair(), 5.0, 60.0))
+        preflight(controlplane.sim_plan(nodes, 0, free_ports(2), 5.0, 60.0))
     assert f"node 0 (127.0.0.1) of {hard} machines needs {hard + fdlimit.SPARE} open files" in str(e.value)
 
 

@@ -10,8 +10,6 @@ for every process of the machine. Used by benchmarks/control_plane.py and tests/
 from __future__ import annotations
 
 import multiprocessing
-import random
-import socket
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -20,6 +18,7 @@ from typing import Optional, Sequence
 from paddledist.cluster import ClusterPlan, Peers, preflight
 from paddledist.cluster.fdlimit import SPARE, ensure_open_files
 from paddledist.config import DeviceSpec
+from paddledist.testing.ports import free_ports
 
 NODES_PER_PROCESS = 512
 FDS_PER_NODE = 4
@@ -42,26 +41,6 @@ def sim_plan(nodes: tuple[str, ...], rank: int, port: int, interval_s: float, ti
                        heartbeat_timeout=timeout_s)
 
 
-def free_port_pair() -> int:
-    """A port p with p and p + 1 free (node 0 checks both), below the kernel's ephemeral range, so the nodes'
-    own outgoing connections never take p + 1 in the meantime."""
-    for _ in range(200):
-        port = random.randrange(20000, 32000)
-        if all(_bindable(p) for p in (port, port + 1)):
-            return port
-    raise RuntimeError("no free port pair in 20000..32000 on this machine")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("", port))
-        except OSError:
-            return False
-    return True
-
-
 class Simulation:
     """N simulated nodes of one job, in processes started and ready; `join()` runs the preflight on all."""
 
@@ -69,7 +48,7 @@ class Simulation:
                  per_process: int = NODES_PER_PROCESS) -> None:
         if nnodes < 2:
             raise ValueError("a simulated job needs at least 2 nodes")
-        self.nnodes, self.port = nnodes, free_port_pair()
+        self.nnodes, self.port = nnodes, free_ports(2)
         ranks = list(range(1, nnodes))
         self.groups = [[0]] + [ranks[i:i + per_process] for i in range(0, len(ranks), per_process)]
         context = multiprocessing.get_context("spawn")  # no threads or locks inherited from the caller
