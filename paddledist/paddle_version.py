@@ -34,10 +34,9 @@ WARNED = "PADDLEDIST_NEWER_PADDLE_WARNED"
 def installed_version() -> Optional[str]:
     """The installed paddle build's version; "" for a paddle without metadata (a source build); None: none."""
     for dist in DISTS:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+        version = dist_version(dist)
+        if version is not None:
+            return version
     return "" if importlib.util.find_spec("paddle") is not None else None
 
 

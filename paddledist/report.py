@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from paddledist.config.safeload import read_json, read_text
+from paddledist.data.formats import read_label_dict
 from paddledist.engine.results import REPORT
 from paddledist.errors import UserError
 from paddledist.fsio import atomic_write
@@ -42,7 +43,7 @@ def render(output: str) -> str:
     if train is None and evaluation is None:
         raise UserError(f"{output}: no train_result.json or evaluate_result.json to report on; pass the "
                         f"Global.output folder of a train or evaluate run")
-    names = _label_names(output)
+    names = read_label_dict(os.path.join(output, "label_dict.txt"))
     model = (train or evaluation).get("model_name", "?")
     parts = [f"<h1>paddledist run report: {_e(model)}</h1>", _summary(train, evaluation)]
     if train and train.get("history"):
@@ -60,14 +61,6 @@ def _json(output: str, name: str) -> Optional[dict]:
     path = os.path.join(output, name)
     data = read_json(path, name) if os.path.isfile(path) else None
     return data if isinstance(data, dict) else None
-
-
-def _label_names(output: str) -> dict[int, str]:
-    path = os.path.join(output, "label_dict.txt")
-    if not os.path.isfile(path):
-        return {}
-    pairs = (line.partition(" ") for line in read_text(path, "label_dict.txt").splitlines())
-    return {int(k): v or k for k, _, v in pairs if k.isdigit()}
 
 
 def _e(value) -> str:
@@ -119,16 +112,20 @@ def _machines(train: dict) -> list[str]:
         return []
     hosts = list(dict.fromkeys(m["host"] for h in history for m in h["machines"]))
     epochs = [h["epoch"] for h in history]
-    rate = {host: [next((m["images_per_sec"] for m in h["machines"] if m["host"] == host), np.nan) for h in history]
-            for host in hosts}
-    wait = {host: [100 * next((m["data_wait"] for m in h["machines"] if m["host"] == host), np.nan) for h in history]
-            for host in hosts}
+    rate, wait = _per_host(history, hosts, "images_per_sec"), _per_host(history, hosts, "data_wait", 100)
     rows = [[m["host"], m.get("nic", ""), m.get("device", ""), ",".join(map(str, m["ranks"])), m["images_per_sec"],
              f"{100 * m['data_wait']:.1f}%"] for m in history[-1]["machines"]]
     return ["<h2>Machines</h2>", f"<p>Last epoch ({epochs[-1]}):</p>",
             _table(["machine", "NIC", "device", "ranks", "images/s", "data wait"], rows),
             _img(_plots().lines(epochs, rate, "images/s per machine", "images/s"), "images/s per machine"),
             _img(_plots().lines(epochs, wait, "data wait per machine", "% of the ranks' time"), "data wait per machine")]
+
+
+def _per_host(history: list[dict], hosts: list[str], key: str, scale: float = 1) -> dict[str, list[float]]:
+    """Each machine's `key` per epoch (NaN where an epoch ran without it: before a regrow, after a loss)."""
+    def value(entry: dict, host: str) -> float:
+        return next((scale * m[key] for m in entry["machines"] if m["host"] == host), np.nan)
+    return {host: [value(h, host) for h in history] for host in hosts}
 
 
 def _cluster(train: dict) -> list[str]:
@@ -139,12 +136,12 @@ def _cluster(train: dict) -> list[str]:
             _table(["restart", "cause", "from epoch", "machines after"], rows) if rows else ""]
 
 
-def _classes(confusion: list, names: dict[int, str], source: str) -> list[str]:
+def _classes(confusion: list, names: list[str], source: str) -> list[str]:
     n = 1 + max(max(a, b) for a, b, _ in confusion)
     matrix = np.zeros((n, n), dtype=np.int64)
     for a, b, count in confusion:
         matrix[a, b] += count
-    labels = [names.get(i, str(i)) for i in range(n)]
+    labels = names[:n] + [str(i) for i in range(len(names), n)]
     totals = matrix.sum(axis=1)
     accuracy = np.divide(np.diag(matrix), totals, out=np.zeros(n), where=totals > 0)
     parts = [f"<h2>Classes ({_e(source)}, {int(matrix.sum())} samples)</h2>"]

@@ -197,3 +197,16 @@ def _synthetic(spec: str, split: str, seed: int, num_classes: int = 10) -> Sampl
     labels = rng.randint(0, num_classes, size=n).astype(np.int64)
     data = rng.randint(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
     return Samples(labels, lambda i: data[i], [f"synthetic[{i}]" for i in range(n)], [str(k) for k in range(num_classes)])
+
+
+def read_label_dict(path: str) -> list[str]:
+    """The class names of a run's label_dict.txt ("<id> <name>" lines) by id, the id itself where a line is
+    missing; [] without the file."""
+    if not os.path.isfile(path):
+        return []
+    found = {}
+    for line in read_text(path, "label_dict.txt").split("\n"):
+        key, _, name = line.partition(" ")
+        if is_int_label(key) and not key.startswith("-") and int(key) < MAX_CLASSES:
+            found[int(key)] = name or key
+    return [found.get(i, str(i)) for i in range(max(found, default=-1) + 1)]

@@ -18,8 +18,7 @@ import shutil
 import yaml
 
 from paddledist.config import Config
-from paddledist.config.safeload import read_text
-from paddledist.data.formats import MAX_CLASSES, is_int_label, load_samples
+from paddledist.data.formats import load_samples, read_label_dict
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
 from paddledist.fsio import atomic_write, guarded, remove
@@ -106,7 +105,7 @@ def inference_yml(cfg: Config, weight_path: str) -> dict:
 def label_names(cfg: Config) -> list[str]:
     """The names training recorded (Global.output/label_dict.txt), else the dataset's, else the class ids."""
     n = cfg.Train.num_classes
-    names = _label_dict(os.path.join(cfg.Global.output, "label_dict.txt"))
+    names = read_label_dict(os.path.join(cfg.Global.output, "label_dict.txt"))
     if not names:
         try:
             names = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed, True).label_names
@@ -114,17 +113,6 @@ def label_names(cfg: Config) -> list[str]:
             names = []
     names = [str(x) for x in names][:n]
     return names + [str(i) for i in range(len(names), n)]
-
-
-def _label_dict(path: str) -> list[str]:
-    if not os.path.isfile(path):
-        return []
-    found = {}
-    for line in read_text(path, "label_dict.txt").split("\n"):
-        key, _, name = line.partition(" ")
-        if is_int_label(key) and not key.startswith("-") and int(key) < MAX_CLASSES:
-            found[int(key)] = name or key
-    return [found.get(i, str(i)) for i in range(max(found, default=-1) + 1)]
 
 
 def publish(tmp: str, final: str) -> None:
