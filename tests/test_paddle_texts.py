@@ -21,7 +21,7 @@ WORKER = textwrap.dedent("""
     x = paddle.ones([4])
     dist.all_reduce(x)
     if dist.get_rank() == 1:
-        os._exit(7)
+        os._exit(int(sys.argv[3]))
     time.sleep(float(sys.argv[1]))
     if sys.argv[2] == "barrier":
         dist.barrier()  # the peer is gone: gloo fails here (paddledist waits in one after each epoch's checkpoints)
@@ -30,15 +30,18 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def launch(tmp_path, delay: float, op: str = "all_reduce"):
-    """Two real ranks through paddle's launcher: rank 1 exits 7 after a first all_reduce; rank 0, `delay` s
-    later, blocks in a second one. -> (the launcher's failed-rank lines parsed, rank 0's log lines)."""
+def launch(tmp_path, delay: float, op: str = "all_reduce", code: int = 7):
+    """Two real ranks through paddle's launcher: rank 1 exits `code` after a first all_reduce; rank 0, `delay` s
+    later, blocks in a second one. -> (the launcher's failed-rank lines parsed, rank 0's log lines).
+
+    A rank that exits 0 leaves the launcher watching (it ends the others only when one fails): the gloo-text
+    tests use that, or the launcher's SIGTERM could reach rank 0 before gloo noticed its peer had gone."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     logs = tmp_path / f"logs{delay}{op}"
     env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "lo"}
     proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-                           "--log_dir", str(logs), str(script), str(delay), op], capture_output=True, text=True,
+                           "--log_dir", str(logs), str(script), str(delay), op, str(code)], capture_output=True, text=True,
                           timeout=180, env=env, cwd=tmp_path)
     text = proc.stdout + proc.stderr
     failed = [f for f in map(paddle_texts.rank_failed, text.splitlines()) if f]
@@ -56,14 +59,15 @@ def test_the_real_launcher_names_a_failed_rank_with_its_code_and_log(tmp_path):
 @pytest.mark.multiproc
 def test_gloo_prints_a_broken_collective_text_the_runner_matches(tmp_path):
     """Rank 0 goes straight into the all_reduce whose peer is gone: gloo's error is in its log."""
-    failed, logs, rank0 = launch(tmp_path, 0.0)
+    failed, logs, rank0 = launch(tmp_path, 0.0, code=0)
     assert paddle_texts.collective_broke(rank0), "\n".join(rank0[-30:])
     assert all(log.startswith(str(logs)) for _, _, log in failed), failed
 
 
 @pytest.mark.multiproc
 def test_a_barrier_whose_peer_is_gone_is_a_broken_collective_too(tmp_path):
-    _, _, rank0 = launch(tmp_path, 0.0, "barrier")
+    failed, _, rank0 = launch(tmp_path, 0.0, "barrier", code=0)
+    assert [rank for rank, _, _ in failed] == [0], failed
     assert paddle_texts.collective_broke(rank0), "\n".join(rank0[-30:])
 
 
