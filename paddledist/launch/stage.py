@@ -34,8 +34,8 @@ def needs_launch(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
 def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
     """True for a one-machine job, else whether this machine is node 0 (where rank 0 and the results live; in
     master-address mode the machine holding the master's address). Raises UserError when this machine is not
-    one of the job's machines."""
-    if cluster.machine_count(cfg, env) < 2:
+    one of the job's machines, a one-entry Train.dist_ips included (it names the machine to train on)."""
+    if cluster.machine_count(cfg, env) < 2 and not cfg.Train.dist_ips:
         return True
     return cluster.plan(cfg, env=env).node_rank == 0
 

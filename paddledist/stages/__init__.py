@@ -98,7 +98,8 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
     from paddledist import launch
 
     staged = dataclasses.replace(cfg, Global=dataclasses.replace(cfg.Global, mode=(stage,)))
-    if stage in FIRST_MACHINE_ONLY and not launch.is_first_machine(cfg):
+    first = launch.is_first_machine(cfg)  # refuses a machine that Train.dist_ips does not list
+    if stage in FIRST_MACHINE_ONLY and not first:
         print(f"paddledist: {stage} runs on the first machine of Train.dist_ips only; skipped here", flush=True)
         return 0
     # In a dry run, weights an earlier train stage would write do not exist yet: its own check covers the rest.
