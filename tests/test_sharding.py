@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from paddledist.data.sharding import eval_shard, rank_batches, steps_per_epoch
-from paddledist.engine.schedule import lr_factor, scaled_lr
+from paddledist.engine.schedule import lr_factor
 
 pytestmark = pytest.mark.unit
 
@@ -57,11 +57,6 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
     assert factors[10] == pytest.approx(1.0) and factors[total] == pytest.approx(0.0)
     assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
-
-
-def test_linear_scaling_multiplies_by_the_global_batch_factor():
-    assert scaled_lr(0.1, 32, 4, 2, scale=True) == pytest.approx(0.8)
-    assert scaled_lr(0.1, 32, 4, 2, scale=False) == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("rank", [0, 1, 2])

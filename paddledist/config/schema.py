@@ -17,6 +17,7 @@ GRAD_COMPRESSION = ("none", "bf16", "fp16")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
 LAUNCH_STYLES = ("ips", "master")
+ELASTIC_BATCH = ("keep", "scale_lr")
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,10 @@ class TrainConfig:
     """(paddledist) Scale the learning rate linearly by global batch / batch_size."""
     accum_steps: int = 1
     """(paddledist) Gradient accumulation steps (gradients are synchronised only on the last)."""
+    global_batch_size: Optional[int] = None
+    """(paddledist) Samples per update across all ranks, kept when the rank count changes (a restart on fewer machines, a resume elsewhere): accumulation ceil(global / (ranks x batch_size)), per-rank batch global / (ranks x accumulation), never above Train.batch_size; null: Train.batch_size x ranks x Train.accum_steps of the first start (a resumed checkpoint's)."""
+    elastic_batch: str = "keep"
+    """(paddledist) When the global batch does not split over the ranks at a per-rank batch of at most Train.batch_size: keep (stop, naming the sizes) or scale_lr (keep the per-rank batch and accumulation and scale the learning rate linearly, said in one line)."""
     amp: bool = False
     """Automatic mixed precision (GPU only); PaddleX's levels OFF, O1, O2 read as false, true, true."""
     visualdl: Optional[bool] = None

@@ -7,8 +7,8 @@ import math
 
 from paddledist.config.device import parse_device
 from paddledist.config.nodecount import parse_nnodes
-from paddledist.config.schema import (GRAD_COMPRESSION, GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS, MODES, OPTIMIZERS,
-                                      Config)
+from paddledist.config.schema import (ELASTIC_BATCH, GRAD_COMPRESSION, GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS,
+                                      MODES, OPTIMIZERS, Config)
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -17,7 +17,7 @@ _MINIMA = {
     "Train.num_classes": (1, True), "Train.log_interval": (1, True), "Train.eval_interval": (1, True),
     "Train.save_interval": (1, True), "Train.max_epoch_checkpoints": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
     "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
-    "Train.accum_steps": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
+    "Train.accum_steps": (1, True), "Train.global_batch_size": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
     "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False),
     "Train.max_restarts": (0, True), "Train.preempt_grace": (0, False),
     "Train.stall_timeout": (0, True),
@@ -28,6 +28,7 @@ _MINIMA = {
 _MAXIMA = {
     "Global.seed": 2**31 - 1, "Train.input_size": 1024, "Train.batch_size": 1 << 16, "Train.epochs_iters": 1 << 20,
     "Train.num_classes": 1 << 20, "Train.num_workers": 64, "Train.accum_steps": 1 << 16,
+    "Train.global_batch_size": 1 << 24,
     "Train.peer_timeout": 86400, "Predict.batch_size": 1 << 16,
 }
 
@@ -65,6 +66,7 @@ def validate(cfg: Config) -> None:
     _validate_grad_sync(cfg)
     _validate_choice("Train.optimizer", cfg.Train.optimizer, OPTIMIZERS)
     _validate_choice("Train.lr_scheduler", cfg.Train.lr_scheduler, LR_SCHEDULERS)
+    _validate_choice("Train.elastic_batch", cfg.Train.elastic_batch, ELASTIC_BATCH, "")
     parse_device(cfg.Global.device)
     _validate_split(cfg)
     _validate_dist_ips(cfg.Train.dist_ips)
@@ -94,9 +96,9 @@ def _most_nodes(cfg: Config) -> int:
     return count.most if count else 1
 
 
-def _validate_choice(key: str, value, choices: tuple) -> None:
-    if value is not None and value not in choices:
-        raise UserError(f"{key}: unknown value {value!r}; use one of {', '.join(choices)} or null (the model's own)")
+def _validate_choice(key: str, value, choices: tuple, null: str = " or null (the model's own)") -> None:
+    if (value is not None or not null) and value not in choices:
+        raise UserError(f"{key}: unknown value {value!r}; use one of {', '.join(choices)}{null}")
 
 
 def _validate_modes(modes: tuple) -> None:

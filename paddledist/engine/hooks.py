@@ -152,10 +152,11 @@ def contents(t, epoch: int, step_in_epoch: int) -> tuple[dict, dict, dict, dict]
     """params, optimizer state, .pdstates and info.json of a checkpoint after `epoch` complete epochs and
     `step_in_epoch` micro-batches of the next (a preemption checkpoint; 0 at an epoch's end)."""
     s = t.state
-    progress = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": s.global_step}
+    progress = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": s.global_step,
+                "accum_steps": t.cfg.Train.accum_steps}  # step_in_epoch / accum_steps: the updates made
     states = {**progress, "metric": s.best_top1, "best_top1": s.best_top1, "best_epoch": s.best_epoch,
               "history": s.history, "bad_samples": s.bad_samples, "seed": t.cfg.Global.seed,
-              "global_batch": results.global_batch(t.cfg, t.dist.world_size),
+              "global_batch": results.global_batch(t.cfg, t.dist.world_size), "restarts": t.restarts,
               "rng": "reseeded per epoch from (Global.seed, rank, epoch)"}
     last = s.history[-1].get("top1") if s.history else None
     info = {**progress, "metric": last, "best_metric": s.best_top1, "best_epoch": s.best_epoch}

@@ -27,9 +27,6 @@ def piecewise_factor(step: int, warmup_steps: int, boundaries: list) -> float:
     return 0.1 ** sum(step >= b for b in boundaries)
 
 
-def scaled_lr(base_lr: float, batch_size: int, world_size: int, accum_steps: int, scale: bool) -> float:
-    """Linear scaling rule: the base rate belongs to one process's batch; scale by the global batch."""
-    return base_lr * world_size * accum_steps if scale else base_lr
 
 
 def eta_seconds(done_steps: int, total_steps: int, seconds_per_step: float) -> float:

@@ -5,17 +5,18 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Optional
 
 import paddle
 
 from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
-from paddledist.engine import cpu, gradsync, optim
+from paddledist.engine import batchplan, cpu, gradsync, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
                                      PreemptHook, ProgressHook, ResultHook, VisualDLHook)
 from paddledist.engine.progress import Progress
-from paddledist.engine.schedule import resume_step, scaled_lr
+from paddledist.engine.schedule import resume_step
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.fsio import atomic_write
 from paddledist.launch import control
@@ -35,13 +36,17 @@ def run(cfg: Config, dist: DistEnv) -> None:
     init_process_group(dist)
     resume, pretrain = broadcast_object(resume, dist), broadcast_object(pretrain, dist)
     if dist.is_main:
-        _write_run_files(cfg, train_samples)
+        _write_run_files(cfg, train_samples)  # the configuration as given; the batch plan below is the run's
+    batch = batchplan.plan_for(cfg, dist.world_size, resume.states if resume else None)
     setup_logging(cfg.Global.output, "train", dist)
     if dist.is_main:
         log.info("resolved config:\n%s", to_yaml(cfg))
         log.info("MKL: %s", " ".join(f"{k}={v}" for k, v in cpu_settings.items()) or "default code path")
         log.info("malloc: %s", " ".join(f"{k}={v}" for k, v in malloc.items()) or "as the environment sets it")
-    trainer = build_trainer(cfg, dist, kind, train_samples, val_samples, pretrain, resume)
+    if batch.note and dist.is_main:
+        log.info("%s", batch.note)
+    trainer = build_trainer(batchplan.applied(cfg, batch), dist, kind, train_samples, val_samples, pretrain, resume,
+                            batch)
     try:
         trainer.train()
     finally:
@@ -55,7 +60,9 @@ def _write_run_files(cfg: Config, samples) -> None:
     atomic_write(os.path.join(cfg.Global.output, "label_dict.txt"), "".join(f"{i} {name}\n" for i, name in enumerate(names)))
 
 
-def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume) -> Trainer:
+def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume,
+                  batch: batchplan.BatchPlan) -> Trainer:
+    """`cfg` carries the batch plan's per-rank batch and accumulation (batchplan.applied)."""
     t = cfg.Train
     paddle.seed(cfg.Global.seed)
     rec = recipe(cfg)
@@ -75,9 +82,9 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     sampler = TrainBatchSampler(len(train_set), t.batch_size, dist.world_size, dist.rank, cfg.Global.seed)
     val_set = ImageDataset(val_samples, Transform.of(rec, False, False))
     val_loader = make_loader(val_set, EvalBatchSampler(len(val_set), t.batch_size, dist.world_size, dist.rank), t.num_workers)
-    optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler))
+    optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler), batch)
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
-    state = restore(model, optimizer, resume) if resume else TrainState()
+    state = restore(model, optimizer, resume, t.accum_steps) if resume else TrainState()
     if resume:
         continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps), t.accum_steps)
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
@@ -92,20 +99,24 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
         hooks = [ProgressHook(progress), *hooks, EpochBarrierHook()]
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       hooks, scaler, grad_sync)
-    trainer.state, trainer.restarts = state, control.restarts_from(os.environ)
+    trainer.state = state
+    trainer.restarts = this_start(control.restarts_from(os.environ), resume.states if resume else None, batch)
     trainer.machine = control.machine_from(os.environ) or {"host": socket.gethostname(), "nic": "",
                                                             "device": cfg.Global.device}
     return trainer
 
 
-def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int):
+def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int,
+                    batch: Optional[batchplan.BatchPlan] = None):
     """The recipe's optimizer (Momentum with L2 or AdamW with its no-decay sets, optional clipping) and schedule."""
     t, rec = cfg.Train, recipe(cfg)
+    batch = batch or batchplan.plan_for(cfg, dist.world_size)
     updates_per_epoch = -(-steps_per_epoch // t.accum_steps)
     total, warmup = t.epochs_iters * updates_per_epoch, t.warmup_steps * updates_per_epoch
-    base = scaled_lr(t.learning_rate, t.batch_size, dist.world_size, t.accum_steps, t.scale_lr)
+    base = batch.learning_rate(t.learning_rate, t.scale_lr)
     if t.scale_lr and dist.is_main:
-        print(f"paddledist: linear LR scaling: {t.learning_rate} x {dist.world_size * t.accum_steps} = {base}", flush=True)
+        print(f"paddledist: linear LR scaling: {t.learning_rate} x {batch.global_batch} / {batch.configured_batch} "
+              f"= {base}", flush=True)
     scheduler = optim.schedule(rec, base, total, warmup, updates_per_epoch)
     opt = model_spec(cfg.Global.model).cfg.optimizer
     betas = (opt.beta1, opt.beta2, opt.epsilon) if opt.name == rec.optimizer else ()
@@ -134,12 +145,14 @@ def load_pretrained(model, pretrain, is_main: bool) -> None:
         print(pretrain.fit.summary(pretrain.path), flush=True)
 
 
-def restore(model, optimizer, ckpt) -> TrainState:
-    """Continue at the epoch after the checkpoint (at its step, for a preemption checkpoint: the preflight checked
-    the global batch is the same), keeping the best metric and history."""
+def restore(model, optimizer, ckpt, accum_steps: int) -> TrainState:
+    """Continue at the epoch after the checkpoint (at its update, for a preemption checkpoint: the preflight
+    checked the global batch is the same; its micro-batches are counted again at this run's `accum_steps`),
+    keeping the best metric and history."""
     states = ckpt.states or {}
     s = TrainState()
-    s.start_epoch, s.start_iter = int(states.get("epoch", 0)) + 1, int(states.get("step_in_epoch", 0))
+    updates = int(states.get("step_in_epoch", 0)) // int(states.get("accum_steps", accum_steps))
+    s.start_epoch, s.start_iter = int(states.get("epoch", 0)) + 1, updates * accum_steps
     model.set_state_dict(ckpt.params)
     if ckpt.opt:
         optimizer.set_state_dict(ckpt.opt)
@@ -151,3 +164,13 @@ def restore(model, optimizer, ckpt) -> TrainState:
     return s
 
 
+
+
+def this_start(restarts: list, states: Optional[dict], batch: batchplan.BatchPlan) -> list:
+    """The supervisor's restarts so far (causes), each with the world size, per-rank batch and accumulation it
+    ran with: earlier ones as the resumed checkpoint recorded them, the last (this start's) from `batch`."""
+    saved = [r for r in (states or {}).get("restarts", []) if isinstance(r, dict)]
+    merged = [{**saved[i], **r} if i < len(saved) else dict(r) for i, r in enumerate(restarts)]
+    if merged:
+        merged[-1].update(world_size=batch.world_size, batch_size=batch.batch_size, accum_steps=batch.accum_steps)
+    return merged

@@ -11,9 +11,8 @@ from typing import Optional
 
 from paddledist.config import Config
 from paddledist.data.formats import check_files, load_samples
-from paddledist.engine import checkpoint
+from paddledist.engine import batchplan, checkpoint
 from paddledist.engine.distenv import DistEnv
-from paddledist.engine.results import global_batch
 from paddledist.errors import UserError
 from paddledist.models import build_model, check_model_name, model_spec
 from paddledist.models.recipe import recipe
@@ -41,17 +40,19 @@ def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     pretrain = _read_weights(cfg, cfg.Train.pretrain_weight_path, "Train.pretrain_weight_path", dist, dry_run)
     if resume or pretrain:
         _check_fits(cfg, resume, pretrain)
+    batch = batchplan.plan_for(cfg, dist.world_size, resume.states if resume else None)  # or one line, exit 2
     if resume:
-        resume = _same_batch_or_epoch_start(cfg, resume, dist)
+        resume = _same_batch_or_epoch_start(cfg, resume, batch.global_batch)
     return train, val, resume, pretrain
 
 
-def _same_batch_or_epoch_start(cfg: Config, resume, dist: DistEnv):
+def _same_batch_or_epoch_start(cfg: Config, resume, now: int):
     """A preemption checkpoint continues at its step, counted in this run's batches: only right at its global
-    batch. With Train.resume_path=auto on another global batch (a restart that continues with fewer machines,
-    Train.nnodes MIN:MAX) the interrupted epoch starts again instead, from epoch_<N> (None: from the beginning)."""
+    batch (`now`, which engine/batchplan.py keeps across rank counts where it can). On another global batch with
+    Train.resume_path=auto (Train.global_batch_size changed, or Train.elastic_batch=scale_lr gave it up) the
+    interrupted epoch starts again instead, from epoch_<N> (None: from the beginning)."""
     states = resume.states or {}
-    step, saved, now = states.get("step_in_epoch", 0), states.get("global_batch"), global_batch(cfg, dist.world_size)
+    step, saved = states.get("step_in_epoch", 0), states.get("global_batch")
     if not step or saved == now:
         return resume
     done = int(states.get("epoch", 0))
