@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,12 +103,16 @@ def is_worker(pid: str) -> bool:
 
 
 def resume_and_finish(hosts: NetnsHosts, tmp_path: Path, stopped_after: int) -> None:
-    """The same command plus Train.resume_path on every host: it continues at the next epoch and finishes."""
+    """The same command plus Train.resume_path on every host: it continues at the next epoch and finishes. The
+    other hosts' own latest (engine/latest.py) is removed first: an explicit path on the first host is enough."""
+    for i in range(1, hosts.count):
+        shutil.rmtree(tmp_path / f"host{i}" / "out", ignore_errors=True)
     procs = start(hosts, tmp_path, "resume", command(hosts, f"Train.resume_path={RESUME}", *heartbeat_overrides()))
     done = wait_all(procs, timeout=240)
     for i, (code, _) in done.items():
         assert code == 0, f"host {i}:\n{output(tmp_path, 'resume', i)[-4000:]}"
-    assert not (tmp_path / "host1" / RESUME).exists()  # it existed on the first host only
+    info = json.loads((tmp_path / "host1" / "out" / "latest" / "latest.info.json").read_text())
+    assert info["epoch"] == EPOCHS  # written again by the second host itself, at every epoch
     result = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
     assert result["done_flag"] is True and result["world_size"] == hosts.count
     assert result["start_epoch"] > 1 and result["start_epoch"] >= stopped_after + 1, result["start_epoch"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -148,7 +149,7 @@ def params(tmp_path: Path, folder: str) -> dict:
     return paddle.load(str(tmp_path / "host0" / folder / "latest" / "latest.pdparams"), return_numpy=True)
 
 
-def test_sigterm_saves_the_step_everywhere_and_the_rerun_equals_an_uninterrupted_run(netns_hosts, tmp_path):  # noqa: F811
+def test_sigterm_saves_the_step_everywhere_and_the_rerun_without_the_first_output_equals_an_uninterrupted_run(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(2)
     fast = ("Train.batch_size=8", "Train.log_interval=1", "Train.augment=False")  # 90 steps an epoch, each logged
     reference = start(hosts, tmp_path, "reference", command(hosts, *fast, "Global.output=ref"))
@@ -170,11 +171,33 @@ def test_sigterm_saves_the_step_everywhere_and_the_rerun_equals_an_uninterrupted
     info = json.loads((tmp_path / "host0" / "out" / "latest" / "latest.info.json").read_text())
     assert (info["epoch"], info["step_in_epoch"]) == (epoch - 1, step) and step > 0, info
     assert result(tmp_path)["done_flag"] is False
+    # the second machine keeps its own latest of the same step (engine/latest.py); results stay rank 0's
+    own = tmp_path / "host1" / "out"
+    assert json.loads((own / "latest" / "latest.info.json").read_text()) == info
+    assert not (own / "train_result.json").exists() and not (own / "best_model").exists()
 
+    shutil.rmtree(tmp_path / "host0" / "out")  # the first machine's disk is lost: the second has the step
     procs = start(hosts, tmp_path, "again", command(hosts, *fast))
     for i, (code, _) in wait_all(procs, timeout=240).items():
         assert code == 0, f"host {i}:\n{output(tmp_path, 'again', i)[-4000:]}"
-    assert f"continuing at epoch {epoch} step {step + 1}" in log.read_text()
+    text = log.read_text()
+    assert f"rank 1's latest (epoch {epoch - 1}, step {step} of the next) is the newest any machine holds " \
+           "(this machine's: none); resuming from it" in text
+    assert f"continuing at epoch {epoch} step {step + 1}" in text
     assert result(tmp_path)["done_flag"] is True
     resumed, uninterrupted = params(tmp_path, "out"), params(tmp_path, "ref")
     assert max(float(np.abs(resumed[k] - uninterrupted[k]).max()) for k in uninterrupted) <= 1e-6
+
+
+def test_machines_sharing_one_output_folder_leave_latest_to_rank_0(netns_hosts, tmp_path):  # noqa: F811
+    """Namespace hosts share this machine's file system, as machines share an NFS folder: with one absolute
+    Global.output, the second machine sees rank 0's token there and does not write a latest of its own."""
+    hosts = netns_hosts(2)
+    shared = tmp_path / "shared"
+    procs = start(hosts, tmp_path, "shared", command(hosts, "Train.batch_size=32", f"Global.output={shared}"))
+    for i, (code, _) in wait_all(procs, timeout=240).items():
+        assert code == 0, f"host {i}:\n{output(tmp_path, 'shared', i)[-4000:]}"
+    worker = (shared / "logs" / hosts.addresses[1] / "workerlog.0").read_text()
+    assert f"rank 1: Global.output {shared} is rank 0's own folder (a shared file system)" in worker
+    assert json.loads((shared / "train_result.json").read_text())["done_flag"] is True
+    assert json.loads((shared / "latest" / "latest.info.json").read_text())["epoch"] == EPOCHS

@@ -127,11 +127,19 @@ def machine_rates(t, elapsed: float) -> list[dict]:
 
 class CheckpointHook(Hook):
     """latest every epoch, best_model on a new best, epoch_N every save_interval (the newest
-    Train.max_epoch_checkpoints kept); rank 0 only, atomically. Each
+    Train.max_epoch_checkpoints kept); rank 0, atomically. Each
     folder also gets `<name>.info.json` and, with Train.uniform_output_enabled, an exported `inference/`
-    (traced once per epoch and copied into each folder), as PaddleX's trainer writes them."""
+    (traced once per epoch and copied into each folder), as PaddleX's trainer writes them. `own_latest`: this
+    rank, not rank 0, writes its machine's own `latest` (engine/latest.py)."""
+
+    def __init__(self, own_latest: bool = False) -> None:
+        self.own_latest = own_latest
 
     def after_epoch(self, t) -> None:
+        if self.own_latest and not t.dist.is_main:
+            params, opt, states, info = contents(t, t.state.epoch, 0)
+            checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True,
+                            extra=functools.partial(_add_info_and_inference, info=info, inference=None))
         if not t.dist.is_main:
             return
         out, s = t.cfg.Global.output, t.state
@@ -169,8 +177,8 @@ class PreemptHook(Hook):
     at this step, every rank waits for it, marks `saved` and raises Preempted. Measured on two CPU ranks: the
     check costs about 0.4 ms a step (gloo, one machine) and a stat call 2 us (docs/multi_machine.md, "Preemption")."""
 
-    def __init__(self, flag: str, saved: str) -> None:
-        self.flag, self.saved = flag, saved
+    def __init__(self, flag: str, saved: str, own_latest: bool = False) -> None:
+        self.flag, self.saved, self.own_latest = flag, saved, own_latest
 
     def after_step(self, t) -> None:
         n = len(t.global_counts)
@@ -179,13 +187,14 @@ class PreemptHook(Hook):
         asked = float(os.path.exists(self.flag))
         if all_reduce_sum(np.array([asked]), t.dist)[0] == 0:
             return
-        if t.dist.is_main:
+        if t.dist.is_main or self.own_latest:
             params, opt, states, info = contents(t, t.state.epoch - 1, t.iter + 1)
             extra = functools.partial(_add_info_and_inference, info=info, inference=None)
             checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True, extra=extra)
+        if t.dist.is_main:
             results.write_train_result(t, done=False)
             log.info("preempted: saved latest at epoch %d step %d/%d", t.state.epoch, t.iter + 1, n)
-        barrier(t.dist)  # no rank leaves (and lets the launcher end the others) before rank 0 has saved
+        barrier(t.dist)  # no rank leaves (and lets the launcher end the others) before every latest is saved
         open(self.saved, "a").close()
         raise Preempted(f"epoch {t.state.epoch} step {t.iter + 1}")
 

@@ -5,7 +5,7 @@ creates `preempt` (a signal came here, or a peer relayed one); each rank looks f
 (engine.hooks.PreemptHook: one stat call, then the ranks agree through one small all-reduce), saves, and
 creates `saved` before it exits 0, so the supervisor knows the clean end was a preemption. Files, not
 signals: paddle's launcher sits between the two and treats signals itself. The folder lives in the local
-temporary directory, never in Global.output (which rank 0 alone writes).
+temporary directory, never in Global.output.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import shutil
 import tempfile
 from typing import Optional
 
-from paddledist.config.safeload import read_json
-from paddledist.errors import UserError
+from paddledist.engine.checkpoint import latest_progress  # noqa: F401  (the supervisor's restart records)
 
 CONTROL_VAR = "PADDLEDIST_CONTROL"
 RESTARTS_VAR = "PADDLEDIST_RESTARTS"
@@ -78,15 +77,3 @@ class Control:
         for path in (preempt_flag(self.folder), saved_flag(self.folder)):
             if os.path.exists(path):
                 os.remove(path)
-
-
-def latest_progress(output: str) -> Optional[dict]:
-    """{"epoch", "step_in_epoch"} of <output>/latest (its info.json), or None without one (on this machine)."""
-    path = os.path.join(output, "latest", "latest.info.json")
-    try:
-        info = read_json(path, "the latest checkpoint's info") if os.path.exists(path) else None
-    except UserError:  # bounded like every JSON the tool reads: a damaged file is no progress, not a crash
-        return None
-    if not isinstance(info, dict):
-        return None
-    return {"epoch": info.get("epoch", 0), "step_in_epoch": info.get("step_in_epoch", 0)}

@@ -11,7 +11,7 @@ import paddle
 
 from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
-from paddledist.engine import batchplan, cpu, gradsync, optim
+from paddledist.engine import batchplan, cpu, gradsync, latest, optim
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
                                      PreemptHook, ProgressHook, ResultHook, VisualDLHook)
@@ -23,7 +23,7 @@ from paddledist.launch import control
 from paddledist.models import build_model, model_spec
 from paddledist.models.recipe import recipe
 from paddledist.stages.common import set_device, setup_logging
-from paddledist.stages.train_checks import preflight
+from paddledist.stages.train_checks import AUTO, preflight
 
 log = logging.getLogger("paddledist")
 
@@ -34,19 +34,22 @@ def run(cfg: Config, dist: DistEnv) -> None:
     train_samples, val_samples, resume, pretrain = preflight(cfg, dist)
     kind = set_device(cfg, dist)
     init_process_group(dist)
-    resume, pretrain = broadcast_object(resume, dist), broadcast_object(pretrain, dist)
+    pretrain = broadcast_object(pretrain, dist)
     if dist.is_main:
         _write_run_files(cfg, train_samples)  # the configuration as given; the batch plan below is the run's
-    batch = batchplan.plan_for(cfg, dist.world_size, resume.states if resume else None)
     setup_logging(cfg.Global.output, "train", dist)
     if dist.is_main:
         log.info("resolved config:\n%s", to_yaml(cfg))
         log.info("MKL: %s", " ".join(f"{k}={v}" for k, v in cpu_settings.items()) or "default code path")
         log.info("malloc: %s", " ".join(f"{k}={v}" for k, v in malloc.items()) or "as the environment sets it")
+    auto = str(cfg.Train.resume_path or "").strip().lower() == AUTO
+    resume = latest.agree_resume(cfg.Global.output, dist, resume, auto)
+    own_latest = latest.writes_latest(cfg.Global.output, dist)
+    batch = batchplan.plan_for(cfg, dist.world_size, resume.states if resume else None)
     if batch.note and dist.is_main:
         log.info("%s", batch.note)
     trainer = build_trainer(batchplan.applied(cfg, batch), dist, kind, train_samples, val_samples, pretrain, resume,
-                            batch)
+                            batch, own_latest)
     try:
         trainer.train()
     finally:
@@ -61,8 +64,9 @@ def _write_run_files(cfg: Config, samples) -> None:
 
 
 def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume,
-                  batch: batchplan.BatchPlan) -> Trainer:
-    """`cfg` carries the batch plan's per-rank batch and accumulation (batchplan.applied)."""
+                  batch: batchplan.BatchPlan, own_latest: bool = False) -> Trainer:
+    """`cfg` carries the batch plan's per-rank batch and accumulation (batchplan.applied); `own_latest`: this
+    rank writes its machine's own latest (engine/latest.py)."""
     t = cfg.Train
     paddle.seed(cfg.Global.seed)
     rec = recipe(cfg)
@@ -89,11 +93,11 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
         continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps), t.accum_steps)
     model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
                                                    scaler, t.grad_bucket_mb, t.grad_compression or "none")
-    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(), ResultHook(), DigestHook(),
+    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest), ResultHook(), DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]
     folder = os.environ.get(control.CONTROL_VAR)
     if folder:  # launched by a supervisor, which may ask for a save at the next step (a preemption)
-        hooks.append(PreemptHook(control.preempt_flag(folder), control.saved_flag(folder)))
+        hooks.append(PreemptHook(control.preempt_flag(folder), control.saved_flag(folder), own_latest))
     progress = Progress.from_env(os.environ, dist.rank)
     if progress.enabled:  # the stall watchdog runs (launch/stall.py)
         hooks = [ProgressHook(progress), *hooks, EpochBarrierHook()]
