@@ -201,3 +201,25 @@ def test_machines_sharing_one_output_folder_leave_latest_to_rank_0(netns_hosts, 
     assert f"rank 1: Global.output {shared} is rank 0's own folder (a shared file system)" in worker
     assert json.loads((shared / "train_result.json").read_text())["done_flag"] is True
     assert json.loads((shared / "latest" / "latest.info.json").read_text())["epoch"] == EPOCHS
+
+
+def test_a_link_cut_that_heals_within_the_heartbeat_timeout_costs_no_restart(netns_hosts, tmp_path):  # noqa: F811
+    """10 s without a link (not a kill): gloo's collectives and the heartbeat connection wait it out over TCP,
+    below Train.heartbeat_timeout=30 nothing is declared lost, and the job finishes without a restart."""
+    hosts = netns_hosts(2)
+    procs = start(hosts, tmp_path, "cut", command(hosts, "Train.batch_size=8", "Train.log_interval=1",
+                                                  "Train.heartbeat_timeout=30", "Train.max_restarts=1"))
+    log = tmp_path / "host0" / "out" / "logs" / "train.rank0.log"
+    wait_for_text(log, f"epoch 2/{EPOCHS} iter 10/", procs)
+    veth = f"{hosts.tag}h1"  # host 1's link, from the host side of its veth pair
+    subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+    steps_at_cut = log.read_text().count(" iter ")
+    time.sleep(10)
+    stalled = log.read_text().count(" iter ") - steps_at_cut
+    subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+    assert all(p.poll() is None for p in procs.values()) and stalled <= 2, stalled  # training waited, nothing ended
+    for i, (code, _) in wait_all(procs, timeout=240).items():
+        text = output(tmp_path, "cut", i)
+        assert code == 0 and "paddledist: restart" not in text and " lost:" not in text, f"host {i}:\n{text[-4000:]}"
+    got = result(tmp_path)
+    assert got["done_flag"] is True and got["restarts"] == []
