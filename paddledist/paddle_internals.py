@@ -265,7 +265,7 @@ _FAILED_IN_JOB: dict[str, str] = {}
 
 def check_global_all_reduce(world_size: int) -> None:
     """The computing half of global_all_reduce's probe: a SUM of ones from every rank must be the world size.
-    Every rank calls it at the same point (gradsync.build, before the sync is chosen), so all see one answer."""
+    Every rank calls it at the same point (engine/sync's build, before the sync is chosen), so all see one answer."""
     if missing("global_all_reduce") is not None:
         return
     try:

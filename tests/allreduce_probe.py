@@ -10,7 +10,7 @@ import sys
 import paddle.distributed as pdist
 
 from paddledist import paddle_internals as internals
-from paddledist.engine import gradsync
+from paddledist.engine import sync as gradsync
 from paddledist.engine.distenv import DistEnv
 
 if __name__ == "__main__":

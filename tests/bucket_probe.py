@@ -13,7 +13,7 @@ import numpy as np
 import paddle
 import paddle.distributed as pdist
 
-from paddledist.engine.bucketsync import BucketSync
+from paddledist.engine.sync.bucket import BucketSync
 from paddledist.engine.distenv import DistEnv
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paddledist.engine.bucketsync import plan_buckets
+from paddledist.engine.sync.bucket import plan_buckets
 
 pytestmark = pytest.mark.multiproc
 

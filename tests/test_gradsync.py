@@ -18,9 +18,10 @@ import paddle
 import pytest
 
 from paddledist.config import load
-from paddledist.engine import cpu, gradsync
+from paddledist.engine import cpu
+from paddledist.engine import sync as gradsync
 from paddledist.engine.distenv import DistEnv
-from paddledist.engine.gradsync import choose
+from paddledist.engine.sync import choose
 from paddledist.errors import UserError
 
 pytestmark = pytest.mark.multiproc

@@ -14,7 +14,7 @@ import paddle
 import pytest
 
 from paddledist import paddle_internals as internals
-from paddledist.engine import gradsync
+from paddledist.engine import sync as gradsync
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
 
@@ -126,7 +126,7 @@ def private_touches(path: Path, private: set[str]) -> list[str]:
     tree = ast.parse(path.read_text())
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paddle"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "paddle":
             if node.module.split(".")[1:2] == ["base"] or any(a.name.startswith("_") for a in node.names):
                 found.append(f"{path.name}:{node.lineno} from {node.module} import ...")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):

@@ -1,7 +1,7 @@
 """The training loop and its state. Hooks (hooks.py) do logging, evaluation, checkpoints and results.
 
 The trainer never starts processes and never reads paddle's environment variables: it gets a
-`DistEnv`. Gradients are averaged across ranks by `grad_sync` (gradsync.py): after the last backward of an
+`DistEnv`. Gradients are averaged across ranks by `grad_sync` (engine/sync/): after the last backward of an
 update, or inside backward when it is paddle's reducer.
 """
 
@@ -17,7 +17,7 @@ import paddle
 import paddle.nn.functional as F
 
 from paddledist.data.pipeline import BAD, OK
-from paddledist.engine.gradsync import NoSync
+from paddledist.engine.sync import GradSync, NoSync
 from paddledist.engine.schedule import is_update_step, update_group
 
 
@@ -55,11 +55,11 @@ class TrainState:
 
 class Trainer:
     def __init__(self, cfg, dist, model, optimizer, scheduler, loader, sampler, hooks, scaler=None,
-                 grad_sync=None) -> None:
+                 grad_sync: "GradSync | None" = None) -> None:
         self.cfg, self.dist = cfg, dist
         self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
         self.loader, self.sampler, self.hooks = loader, sampler, hooks
-        self.grad_sync = grad_sync or NoSync(model if dist.distributed else None)
+        self.grad_sync: GradSync = grad_sync or NoSync(model if dist.distributed else None)
         self.state = TrainState()
         # What the hooks read, set by the loop: every attribute exists from the start.
         self.step_stats: dict = {}
@@ -84,6 +84,12 @@ class Trainer:
         """[label, predicted, count] of the last evaluation that counted them (the last epoch's), for the report."""
 
     def train(self) -> None:
+        try:
+            self._epochs()
+        finally:
+            self.grad_sync.close()  # the bucket sync's sending thread
+
+    def _epochs(self) -> None:
         self._call("before_train")
         for epoch in range(self.state.start_epoch, self.cfg.Train.epochs_iters + 1):
             self.state.epoch = epoch

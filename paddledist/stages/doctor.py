@@ -78,7 +78,7 @@ def train_steps(cfg: Config, dist: DistEnv, kind: str, progress: Progress) -> _L
     import paddle
     import paddle.nn.functional as F
 
-    from paddledist.engine import gradsync
+    from paddledist.engine.sync import build as build_sync
     from paddledist.models import build_model
     from paddledist.models.recipe import recipe
     from paddledist.stages.train import build_optimizer
@@ -87,8 +87,7 @@ def train_steps(cfg: Config, dist: DistEnv, kind: str, progress: Progress) -> _L
     side = recipe(cfg).input_size
     model = build_model(cfg.Global.model, cfg.Train.num_classes, side)
     optimizer, scheduler = build_optimizer(cfg, dist, model, STEPS)
-    model, optimizer, sync = gradsync.build(cfg.Train.grad_sync, model, optimizer, kind, dist,
-                                            cfg.Train.heartbeat_timeout)
+    model, optimizer, sync = build_sync(cfg.Train.grad_sync, model, optimizer, kind, dist, cfg.Train.heartbeat_timeout)
     paddle.seed(cfg.Global.seed + 1 + dist.rank)
     values = []
     for step in range(STEPS):
@@ -103,6 +102,7 @@ def train_steps(cfg: Config, dist: DistEnv, kind: str, progress: Progress) -> _L
         scheduler.step()
         values.append(float(loss))
         progress.beat(f"after doctor step {step + 1}/{STEPS}")
+    sync.close()
     return _Losses(model, values)
 
 

@@ -11,7 +11,7 @@ import paddle
 
 from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
-from paddledist.engine import batchplan, cpu, gradsync, latest, optim
+from paddledist.engine import batchplan, cpu, latest, optim, sync
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
                                      PreemptHook, ProgressHook, ResultHook, VisualDLHook)
@@ -50,10 +50,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
         log.info("%s", batch.note)
     trainer = build_trainer(batchplan.applied(cfg, batch), dist, kind, train_samples, val_samples, pretrain, resume,
                             batch, own_latest)
-    try:
-        trainer.train()
-    finally:
-        getattr(trainer.grad_sync, "close", lambda: None)()  # the bucket sync's sending thread
+    trainer.train()
 
 
 def _write_run_files(cfg: Config, samples) -> None:
@@ -91,7 +88,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     state = restore(model, optimizer, resume, t.accum_steps) if resume else TrainState()
     if resume:
         continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps), t.accum_steps)
-    model, optimizer, grad_sync = gradsync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
+    model, optimizer, grad_sync = sync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
                                                    scaler, t.grad_bucket_mb, t.grad_compression or "none")
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest), ResultHook(), DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]

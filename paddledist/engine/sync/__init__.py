@@ -1,0 +1,88 @@
+"""Gradient averaging across ranks after backward, in place (the trainer's loss weights assume an average).
+
+Four ways, chosen by Train.grad_sync (auto picks per device and job shape):
+
+  reducer  paddle's DataParallel (fleet.distributed_model): bucketed all-reduces overlapped with backward.
+           The right tool on GPU with NCCL. On CPU with gloo it measured slow (benchmarks/, docs/benchmarks.md):
+           ResNet18 at batch 32 ran backward ~110 ms slower under the wrapper than without it, even under no_sync.
+  shm      CPU ranks on one x86-64 machine: each copies a gradient into its slot of one shared-memory block as
+           backward finishes it; ranks done early sum the mean while the last is still in backward, and apply
+           the optimizer's Momentum update to parameters all ranks share in the block (SharedStep), or else
+           the optimizer reads the mean in place. Memory passes only: ~3x less time than a gloo all-reduce
+           over loopback, and mostly hidden in the wait for the slowest rank.
+  bucket   paddle's all_reduce in buckets from a background thread while backward runs (sync/bucket.py),
+           optionally in bf16 (Train.grad_compression): CPU jobs across machines.
+  flat     one gloo all_reduce of a persistent flat buffer after backward (no overlap).
+
+shm, bucket and flat leave the model unwrapped: the caller broadcasts rank 0's parameters once (broadcast_parameters)
+and calls the sync after the last backward of an update. All ranks end with bit-identical gradients, or with
+the shared step, with the one updated set of parameters (the trainer then skips optimizer.step).
+
+One module per way (none, reducer, flat, shm with its shared_step, bucket), the choice in policy.py, and every
+way implements GradSync, which is all the trainer calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ContextManager, Protocol, runtime_checkable
+
+from paddledist import paddle_internals as internals
+from paddledist.engine.distenv import DistEnv
+from paddledist.engine.sync import reducer
+from paddledist.engine.sync.bucket import BucketSync
+from paddledist.engine.sync.flat import FlatSync, broadcast_parameters, flat_bounds
+from paddledist.engine.sync.none import NoSync
+from paddledist.engine.sync.policy import NEEDS, SHM_DIR, choose, shm_free_bytes
+from paddledist.engine.sync.shared_step import SharedStep
+from paddledist.engine.sync.shm import ShmSync, block_size, shm_sync
+
+__all__ = ["NEEDS", "SHM_DIR", "BucketSync", "FlatSync", "GradSync", "NoSync", "SharedStep", "ShmSync", "block_size",
+           "build", "choose", "shm_free_bytes"]
+
+log = logging.getLogger("paddledist")
+
+
+@runtime_checkable
+class GradSync(Protocol):
+    """What the trainer calls on a gradient sync, and nothing else."""
+
+    timed: bool
+    """Whether the time of __call__ is the time spent communicating."""
+    updates: bool
+    """Whether __call__ also applies the optimizer's update (the trainer then does not call optimizer.step)."""
+
+    def skip(self) -> ContextManager:
+        """Context for a backward whose gradients must not be exchanged yet (accumulation)."""
+
+    def __call__(self) -> None:
+        """After the last backward of an update: every rank's gradients are the mean over ranks."""
+
+    def close(self) -> None:
+        """At the end of training (or on its failure): stop what the sync started (the bucket sync's thread)."""
+
+
+def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float = 60.0, scaler=None,
+          bucket_mb: float = 4.0, compression: str = "none"):
+    """(model, optimizer, sync): wrapped by fleet for the reducer, else as they are, with rank 0's parameters
+    copied to every rank. The shm sync also takes over the optimizer's update where SharedStep supports it."""
+    params = [p for p in model.parameters() if not p.stop_gradient]
+    nbytes = 4 * int(flat_bounds(params)[-1])
+    shared = SharedStep.supports(optimizer, scaler)
+    if dist.distributed and kind == "cpu" and mode in ("auto", "bucket"):
+        internals.check_global_all_reduce(dist.world_size)  # a collective: every rank, here, before the choice
+    chosen = choose(mode, kind, dist, block_size(params, dist.world_size, shared), shm_free_bytes())
+    if chosen == "none":
+        return model, optimizer, NoSync()
+    if dist.is_main:
+        log.info("gradient sync: %s (Train.grad_sync=%s), %.1f MB of gradients%s%s", chosen, mode, nbytes / 1e6,
+                 ", optimizer step shared" if chosen == "shm" and shared else "",
+                 f", buckets of {bucket_mb:g} MB, sent as {compression}" if chosen == "bucket" else "")
+    if chosen == "reducer":
+        return reducer.wrap(model, optimizer)
+    broadcast_parameters(model)
+    if chosen == "shm":
+        return model, optimizer, shm_sync(params, dist, timeout, SharedStep(optimizer) if shared else None)
+    if chosen == "bucket":
+        return model, optimizer, BucketSync(params, dist, bucket_mb, compression, timeout)
+    return model, optimizer, FlatSync(params, dist)
