@@ -24,7 +24,6 @@ from paddledist.engine.distenv import DistEnv
 from paddledist.engine.sync import choose
 from paddledist.errors import UserError
 
-pytestmark = pytest.mark.multiproc
 
 REPO = Path(__file__).resolve().parent.parent
 BIG = 10**12
@@ -32,6 +31,7 @@ BIG = 10**12
 ONE, TWO, TWO_NODES = DistEnv(), DistEnv(world_size=2), DistEnv(world_size=4, nnodes=2)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mode, kind, dist, shm_free, expected", [
     ("auto", "cpu", ONE, BIG, "none"),
     ("shm", "cpu", ONE, BIG, "none"),
@@ -48,11 +48,13 @@ def test_choose(mode, kind, dist, shm_free, expected):
     assert choose(mode, kind, dist, 300, shm_free) == expected  # a block of 300 bytes must fit twice
 
 
+@pytest.mark.unit
 def test_shm_that_does_not_fit_is_refused_not_left_to_sigbus():
     with pytest.raises(UserError, match=r"Train.grad_sync=shm needs 1 MB free in /dev/shm, 0 MB are"):
         choose("shm", "cpu", TWO, 600_000, 1000)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("overrides, message", [
     (["Train.grad_sync=nccl"], r"Train.grad_sync: unknown value 'nccl'; use one of auto, reducer, shm, bucket, flat"),
     (["Train.grad_sync=bucket", "Global.device=gpu:0,1"], r"Train.grad_sync=bucket is for CPU jobs"),
@@ -67,6 +69,7 @@ def test_impossible_grad_sync_is_a_user_error(overrides, message):
         load(None, overrides)
 
 
+@pytest.mark.unit
 def test_cpuinfo_is_read_for_vendor_and_avx2(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\n")
@@ -76,6 +79,7 @@ def test_cpuinfo_is_read_for_vendor_and_avx2(tmp_path):
     assert cpu.cpu_vendor(str(tmp_path / "missing")) == "" and not cpu.has_avx2(str(tmp_path / "missing"))
 
 
+@pytest.mark.unit
 def test_fast_mkl_only_on_amd_and_only_when_asked(monkeypatch):
     assert cpu.cpu_env(True, "AuthenticAMD") == {"MKL_DEBUG_CPU_TYPE": "5"}
     assert cpu.cpu_env(True, "GenuineIntel") == {}
@@ -105,6 +109,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 """
 
 
+@pytest.mark.multiproc
 def test_freed_memory_is_kept_for_the_next_step_unless_the_user_chose():
     env = {k: v for k, v in os.environ.items() if k not in cpu.MALLOC and k != "GLIBC_TUNABLES"}
     faults = {}
@@ -128,6 +133,7 @@ def train(out: Path, *overrides: str) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+@pytest.mark.multiproc
 def test_every_sync_reaches_the_same_parameters(tmp_path):
     params, logs = {}, {}
     for mode in ("shm", "bucket", "flat", "reducer"):
@@ -185,6 +191,7 @@ def _spawn(target, world: int, path, piece: int) -> dict:
     return results
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize("piece", [16, 1 << 18])  # many pieces per parameter, and one
 def test_shm_sync_averages_over_real_processes_whatever_the_arrival_order(tmp_path, piece):
     world, path = 3, tmp_path / "block"
@@ -249,6 +256,7 @@ def _shared_steps(rank: int, world: int, path: str, piece: int, out) -> None:
     out.put((rank, local, [p.numpy() for p in params], _velocities(opt, params)))
 
 
+@pytest.mark.multiproc
 @pytest.mark.compat
 @pytest.mark.parametrize("piece", [16, 1 << 18])
 def test_shared_optimizer_step_is_paddles_momentum_on_the_mean_gradient(tmp_path, piece):
@@ -273,6 +281,7 @@ def test_shared_optimizer_step_is_paddles_momentum_on_the_mean_gradient(tmp_path
             assert np.array_equal(got, want)  # parameters and velocities, bit for bit, on every rank
 
 
+@pytest.mark.unit
 def test_shared_step_only_where_the_kernel_is_the_whole_update():
     lin = paddle.nn.Linear(3, 2)
     momentum = functools.partial(paddle.optimizer.Momentum, 0.1, parameters=lin.parameters())
@@ -285,6 +294,7 @@ def test_shared_step_only_where_the_kernel_is_the_whole_update():
     assert not gradsync.SharedStep.supports(paddle.optimizer.Momentum(0.1, parameters=l1.parameters()))
 
 
+@pytest.mark.unit
 def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
     lin = paddle.nn.Linear(3, 2)
     path = tmp_path / "block"
@@ -297,6 +307,7 @@ def test_shm_sync_names_the_rank_that_never_arrives(tmp_path):
         sync()
 
 
+@pytest.mark.unit
 def test_shm_is_refused_where_its_flags_would_not_be_ordered():
     assert choose("auto", "cpu", TWO, 300, BIG, arch="aarch64") == "bucket"
     with pytest.raises(UserError, match=r"Train.grad_sync=shm needs an x86-64 CPU, this one is aarch64"):
