@@ -63,7 +63,7 @@ def batches(args, rank: int, world: int):
         yield from loader
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="ResNet18", help="a paddledist registry name (the job's own network)")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -73,7 +73,11 @@ def main() -> None:
     parser.add_argument("--data", default="synthetic")
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     t0 = float(os.environ.get("BENCH_T0", time.time()))
     world, rank = int(os.environ.get("PADDLE_TRAINERS_NUM", 1)), int(os.environ.get("PADDLE_TRAINER_ID", 0))
     paddle.set_device(args.device)
@@ -106,7 +110,6 @@ def main() -> None:
         print(json.dumps({"images_per_sec": round(args.steps * args.batch_size * world / elapsed, 2),
                           "first_step_s": round(first_step_s, 3), "world": world,
                           "threads": os.environ.get("OMP_NUM_THREADS")}), flush=True)
-
 
 if __name__ == "__main__":
     main()

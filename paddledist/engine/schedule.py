@@ -20,6 +20,11 @@ def resume_step(epochs_done: int, updates_per_epoch: int) -> int:
     return epochs_done * updates_per_epoch
 
 
+def updates_per_epoch(steps_per_epoch: int, accum_steps: int) -> int:
+    """Optimizer updates in an epoch of `steps_per_epoch` micro-batches (the last group may be shorter)."""
+    return -(-steps_per_epoch // accum_steps)
+
+
 def piecewise_factor(step: int, warmup_steps: int, boundaries: list) -> float:
     """Linear warm-up from 0 over `warmup_steps`, then x0.1 after each boundary step (PaddleClas's Piecewise)."""
     if warmup_steps > 0 and step < warmup_steps:

@@ -16,7 +16,7 @@ from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_gr
 from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
                                      PreemptHook, ProgressHook, ResultHook, VisualDLHook)
 from paddledist.engine.progress import Progress
-from paddledist.engine.schedule import resume_step
+from paddledist.engine.schedule import resume_step, updates_per_epoch
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.fsio import atomic_write
 from paddledist.launch import control
@@ -65,20 +65,8 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     """`cfg` carries the batch plan's per-rank batch and accumulation (batchplan.applied); `own_latest`: this
     rank writes its machine's own latest (engine/latest.py)."""
     t = cfg.Train
-    paddle.seed(cfg.Global.seed)
     rec = recipe(cfg)
-    if dist.is_main:
-        print(f"paddledist: {cfg.Global.model}: {rec.summary()}", flush=True)
-        if rec.size_warning(cfg.Global.model):
-            print(rec.size_warning(cfg.Global.model), flush=True)
-    model = build_model(cfg.Global.model, t.num_classes, rec.input_size)
-    if pretrain:
-        load_pretrained(model, pretrain, dist.is_main)
-    if t.dy2st:  # PaddleX's Train.dy2st: the forward runs as paddle's static program (same parameters and names)
-        model = paddle.jit.to_static(model, full_graph=True)
-        if dist.is_main:
-            print("paddledist: Train.dy2st: the forward runs as paddle's static program (paddle.jit.to_static)",
-                  flush=True)
+    model = _model(cfg, rec, pretrain, dist.is_main)
     train_set = ImageDataset(train_samples, Transform.of(rec, True, t.augment))
     sampler = TrainBatchSampler(len(train_set), t.batch_size, dist.world_size, dist.rank, cfg.Global.seed)
     val_set = ImageDataset(val_samples, Transform.of(rec, False, False))
@@ -87,9 +75,37 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
     state = restore(model, optimizer, resume, t.accum_steps) if resume else TrainState()
     if resume:
-        continue_schedule(scheduler, state, -(-len(sampler) // t.accum_steps), t.accum_steps)
+        continue_schedule(scheduler, state, updates_per_epoch(len(sampler), t.accum_steps), t.accum_steps)
     model, optimizer, grad_sync = sync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
-                                                   scaler, t.grad_bucket_mb, t.grad_compression or "none")
+                                             scaler, t.grad_bucket_mb, t.grad_compression or "none")
+    trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
+                      _hooks(cfg, dist, val_loader, own_latest), scaler, grad_sync)
+    trainer.state = state
+    trainer.restarts = this_start(control.restarts_from(os.environ), resume.states if resume else None, batch)
+    trainer.machine = control.machine_from(os.environ) or {"host": socket.gethostname(), "nic": "",
+                                                            "device": cfg.Global.device}
+    return trainer
+
+
+def _model(cfg: Config, rec, pretrain, is_main: bool):
+    """Global.model with the pretrained weights the preflight fitted, traced with Train.dy2st."""
+    paddle.seed(cfg.Global.seed)
+    if is_main:
+        print(f"paddledist: {cfg.Global.model}: {rec.summary()}", flush=True)
+        if rec.size_warning(cfg.Global.model):
+            print(rec.size_warning(cfg.Global.model), flush=True)
+    model = build_model(cfg.Global.model, cfg.Train.num_classes, rec.input_size)
+    if pretrain:
+        load_pretrained(model, pretrain, is_main)
+    if cfg.Train.dy2st:  # PaddleX's Train.dy2st: the forward runs as paddle's static program (same parameters)
+        model = paddle.jit.to_static(model, full_graph=True)
+        if is_main:
+            print("paddledist: Train.dy2st: the forward runs as paddle's static program (paddle.jit.to_static)",
+                  flush=True)
+    return model
+
+
+def _hooks(cfg: Config, dist: DistEnv, val_loader, own_latest: bool) -> list:
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest), ResultHook(), DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]
     folder = os.environ.get(control.CONTROL_VAR)
@@ -98,13 +114,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     progress = Progress.from_env(os.environ, dist.rank)
     if progress.enabled:  # the stall watchdog runs (launch/stall.py)
         hooks = [ProgressHook(progress), *hooks, EpochBarrierHook()]
-    trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
-                      hooks, scaler, grad_sync)
-    trainer.state = state
-    trainer.restarts = this_start(control.restarts_from(os.environ), resume.states if resume else None, batch)
-    trainer.machine = control.machine_from(os.environ) or {"host": socket.gethostname(), "nic": "",
-                                                            "device": cfg.Global.device}
-    return trainer
+    return hooks
 
 
 def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int,
@@ -112,28 +122,28 @@ def build_optimizer(cfg: Config, dist: DistEnv, model, steps_per_epoch: int,
     """The recipe's optimizer (Momentum with L2 or AdamW with its no-decay sets, optional clipping) and schedule."""
     t, rec = cfg.Train, recipe(cfg)
     batch = batch or batchplan.plan_for(cfg, dist.world_size)
-    updates_per_epoch = -(-steps_per_epoch // t.accum_steps)
-    total, warmup = t.epochs_iters * updates_per_epoch, t.warmup_steps * updates_per_epoch
+    updates = updates_per_epoch(steps_per_epoch, t.accum_steps)
+    total, warmup = t.epochs_iters * updates, t.warmup_steps * updates
     base = batch.learning_rate(t.learning_rate, t.scale_lr)
     if t.scale_lr and dist.is_main:
         print(f"paddledist: linear LR scaling: {t.learning_rate} x {batch.global_batch} / {batch.configured_batch} "
               f"= {base}", flush=True)
-    scheduler = optim.schedule(rec, base, total, warmup, updates_per_epoch)
+    scheduler = optim.schedule(rec, base, total, warmup, updates)
     opt = model_spec(cfg.Global.model).cfg.optimizer
     betas = (opt.beta1, opt.beta2, opt.epsilon) if opt.name == rec.optimizer else ()
     return optim.make_optimizer(rec, model, scheduler, *betas), scheduler
 
 
-def continue_schedule(scheduler, state: TrainState, updates_per_epoch: int, accum_steps: int) -> None:
+def continue_schedule(scheduler, state: TrainState, updates: int, accum_steps: int) -> None:
     """The LR schedule continues by progress, not by the saved step count: a resume with another batch size,
     world size or accumulation has another number of updates per epoch, and replaying the saved count against
     it put the learning rate back near its peak (and left it above 0 at the end). Checkpoints are taken at
     epoch ends, so the epochs done measure the samples seen; a preemption checkpoint adds the updates of its
     partial epoch (taken at an update boundary, at the same global batch: restore checks it)."""
-    step = resume_step(state.start_epoch - 1, updates_per_epoch) + state.start_iter // accum_steps
+    step = resume_step(state.start_epoch - 1, updates) + state.start_iter // accum_steps
     if step != state.global_step:
         log.info("resume: %d updates per epoch now (the checkpoint's run made %d updates in %d epochs); the "
-                 "learning-rate schedule continues at update %d, by the epochs done", updates_per_epoch,
+                 "learning-rate schedule continues at update %d, by the epochs done", updates,
                  state.global_step, state.start_epoch - 1, step)
     scheduler.step(step)
     state.global_step = step
