@@ -3,7 +3,7 @@
 Parameter counts come from building each network under `paddle.LazyGuard` (shapes only, no memory for the
 weights), at the class count and input size of its official weights, counting trainable parameters (not
 batch-norm statistics), as PaddleClas's and timm's tables do. A test keeps the committed file equal to this
-output; the merger regenerates it when families are added.
+output, so adding a family means running the command above.
 """
 
 from __future__ import annotations
