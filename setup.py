@@ -38,7 +38,7 @@ setup(
     install_requires=["pyyaml>=6.0", "omegaconf>=2.3", "psutil>=5.9", "pillow>=9.0", "numpy", "matplotlib>=3.5",
                       "tqdm>=4.60"],
     # vdl: VisualDL pulls flask and pandas, too heavy for every job script; viz is its old name
-    extras_require={"cpu": [CPU_PADDLE], "test": ["pytest>=7", "hypothesis>=6", "jsonschema>=4"],
+    extras_require={"cpu": [CPU_PADDLE], "test": ["pytest>=7", "hypothesis>=6", "jsonschema>=4", "ruff>=0.4"],
                     "vdl": ["visualdl>=2.5"], "viz": ["visualdl>=2.5"]},
     cmdclass={"build_py": BuildWithBundled},
     entry_points={"console_scripts": ["paddledist=paddledist.cli:console_main"]},

@@ -135,7 +135,7 @@ def parse(argv=None):
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--workers", type=int, default=None, help="Train.num_workers (default: the usable cores)")
-    p.add_argument("--steps", type=int, default=None, 
+    p.add_argument("--steps", type=int, default=None,
                    help="timed loader batches (default 30, --quick 8); training times half as many steps, at least 2")
     p.add_argument("--images", type=int, default=None, help="JPEGs to make (default 400, --quick 200)")
     p.add_argument("--quick", action="store_true", help="fewer steps and images: a few minutes on 2 cores")

@@ -119,7 +119,7 @@ class Bench:
                 row.foreign += one.foreign
                 row.bounds += one.bounds
             ratios.append(round(got[1].values[0] / got[0].values[0], 3))
-            bound = f""
+            bound = ""
             if got[0].bounds:
                 bound_ratios.append(round(got[1].values[0] / got[0].bounds[0], 3))
                 bound = f" (against N x the slower process, {got[0].bounds[0]}: {bound_ratios[-1]})"
@@ -172,7 +172,9 @@ class Bench:
 
     def devices_args(self) -> list[str]:
         n = self.args.nproc
-        return ["--devices", ",".join(map(str, range(n)))] if self.args.device == "gpu" else ["--nproc_per_node", str(n)]
+        if self.args.device == "gpu":
+            return ["--devices", ",".join(map(str, range(n)))]
+        return ["--nproc_per_node", str(n)]
 
     def paddledist(self, data: str, overrides=(), env: Optional[dict] = None, epochs: Optional[int] = None) -> float:
         """tools/train.py; images/s of the epochs after the first, from train_result.json."""

@@ -11,7 +11,8 @@ from paddledist.errors import OUTPUT_ERROR_EXIT, USER_ERROR_EXIT, OutputWriteErr
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="paddledist: PaddleX-style distributed image classification")
+    parser = argparse.ArgumentParser(prog=prog,
+                                     description="paddledist: PaddleX-style distributed image classification")
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument("-o", "--override", action="append", nargs="+", default=[], metavar="Section.key=value",
                         help="override a config value (repeatable; several pairs may follow one -o)")

@@ -43,7 +43,8 @@ def human(n: Optional[int]) -> str:
 def write_failure(path: str, needed: Optional[int], error: OSError) -> OutputWriteError:
     reason = error.strerror or str(error)
     return OutputWriteError(
-        f"cannot write {os.path.abspath(path)}: {reason} (needs about {human(needed)}, {human(free_bytes(path))} free there); "
+        f"cannot write {os.path.abspath(path)}: {reason} (needs about {human(needed)}, "
+        f"{human(free_bytes(path))} free there); "
         "the partial files are removed and the previous files kept; free space or set -o Global.output=<a "
         "folder with room>, then rerun (resume from <Global.output>/latest/latest.pdparams)")
 

@@ -118,7 +118,8 @@ def _machines(train: dict) -> list[str]:
     return ["<h2>Machines</h2>", f"<p>Last epoch ({epochs[-1]}):</p>",
             _table(["machine", "NIC", "device", "ranks", "images/s", "data wait"], rows),
             _img(_plots().lines(epochs, rate, "images/s per machine", "images/s"), "images/s per machine"),
-            _img(_plots().lines(epochs, wait, "data wait per machine", "% of the ranks' time"), "data wait per machine")]
+            _img(_plots().lines(epochs, wait, "data wait per machine", "% of the ranks' time"),
+                 "data wait per machine")]
 
 
 def _per_host(history: list[dict], hosts: list[str], key: str, scale: float = 1) -> dict[str, list[float]]:
@@ -154,7 +155,8 @@ def _classes(confusion: list, names: list[str], source: str) -> list[str]:
     worst = sorted(off, reverse=True)[:20]
     parts.append(_table(["true", "predicted", "count"], [[labels[a], labels[b], c] for c, a, b in worst]))
     order = np.argsort(accuracy)[:20]
-    parts.append(_table(["class", "accuracy", "samples"], [[labels[i], f"{accuracy[i]:.3f}", totals[i]] for i in order]))
+    rows = [[labels[i], f"{accuracy[i]:.3f}", totals[i]] for i in order]
+    parts.append(_table(["class", "accuracy", "samples"], rows))
     return parts
 
 

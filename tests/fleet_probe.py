@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from paddledist.config import load  # noqa: E402
 from paddledist.errors import USER_ERROR_EXIT, UserError  # noqa: E402
-from paddledist.launch import in_worker, launch_stage, needs_launch  # noqa: E402
+from paddledist.launch import launch_stage, needs_launch  # noqa: E402
 
 
 def work(output: str) -> None:

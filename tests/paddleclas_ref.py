@@ -19,7 +19,6 @@ import types
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from conftest import unavailable
 
@@ -109,7 +108,8 @@ def assert_same_layout(ours, theirs) -> None:
     own = {k: list(v.shape) for k, v in ours.state_dict().items()}
     ref = {k: list(v.shape) for k, v in theirs.state_dict().items()}
     assert own.keys() == ref.keys(), (
-        f"names differ: only ours {sorted(own.keys() - ref.keys())[:8]}, only theirs {sorted(ref.keys() - own.keys())[:8]}")
+        f"names differ: only ours {sorted(own.keys() - ref.keys())[:8]}, "
+        f"only theirs {sorted(ref.keys() - own.keys())[:8]}")
     assert own == ref, [f"{k}: {own[k]} vs {ref[k]}" for k in own if own[k] != ref[k]][:8]
 
 

@@ -113,7 +113,8 @@ def site() -> Path:
     _pip("--target", str(tmp), _source())
     _pip("--no-deps", "--target", str(tmp), *OPENCV)
     for entry in tmp.iterdir():
-        if entry.name.split("-")[0].split(".")[0] in SHARED or entry.name.lower().startswith(("numpy", "pillow", "pyyaml")):
+        name = entry.name
+        if name.split("-")[0].split(".")[0] in SHARED or name.lower().startswith(("numpy", "pillow", "pyyaml")):
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     if not SITE.exists():
         tmp.rename(SITE)

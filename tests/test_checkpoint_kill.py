@@ -108,8 +108,8 @@ def test_a_rerun_reaching_the_published_epoch_keeps_latest_loadable(tmp_path):
 
 def test_epoch_folders_are_replaced_whole(tmp_path):
     for value in (1.0, 2.0):
-        checkpoint.save(str(tmp_path), "epoch_4", {"w": np.full((2,), value, np.float32)}, {"m": np.zeros(1)}, {"epoch": 4},
-                        link=False)
+        checkpoint.save(str(tmp_path), "epoch_4", {"w": np.full((2,), value, np.float32)}, {"m": np.zeros(1)},
+                        {"epoch": 4}, link=False)
     assert checkpoint.load(str(tmp_path / "epoch_4" / "epoch_4.pdparams"), "x").params["w"][0] == 2.0
 
 

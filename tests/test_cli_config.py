@@ -90,7 +90,7 @@ def test_every_tool_reports_user_errors(run_tool, paddlex_yaml, tmp_path, script
 def test_ci_runs_the_readme_test_command():
     root = Path(__file__).resolve().parent.parent
     readme, ci = (root / "README.md").read_text(), (root / ".ci" / "run").read_text().splitlines()
-    command = 'pip install -e ".[cpu,test,vdl]" && python -m pytest -q tests'
+    command = 'pip install -e ".[cpu,test,vdl]" && ruff check . && python -m pytest -q tests'
     assert command in readme
     assert all(part in ci for part in command.split(" && ")), "README's command 2 and .ci/run disagree"
 
@@ -104,7 +104,8 @@ def test_launching_a_cpu_job_does_not_import_paddle(model, tmp_path):
 
     repo = Path(__file__).resolve().parent.parent
     proc = subprocess.run([sys.executable, "-X", "importtime", str(repo / "tools" / "train.py"), "-c",
-                           str(repo / "configs" / "image_classification.yaml"), "-o", "Global.mode=train", f"Global.dataset_dir={repo / 'dataset' / 'digits'}",
+                           str(repo / "configs" / "image_classification.yaml"), "-o", "Global.mode=train",
+                           f"Global.dataset_dir={repo / 'dataset' / 'digits'}",
                            "Global.device=cpu:0,1", "Train.dist_ips=null", f"Global.model={model}",
                            f"Global.output={tmp_path / 'out'}", "--dry-run"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize("tool,override", [("train", "Global.mode=foo"), ("train", "Global.mode=evaluate"),
-                                           ("eval", "Global.mode=[train,evaluate]"), ("train", "Global.mode=train,export")])
+                                           ("eval", "Global.mode=[train,evaluate]"),
+                                           ("train", "Global.mode=train,export")])
 def test_a_tools_fixed_stage_is_not_silently_replaced_by_global_mode(tool, override, tmp_path, monkeypatch, capsys):
     """tools/train.py -o Global.mode=foo trained anyway; now it says which stage the tool runs, exit 2."""
     monkeypatch.chdir(tmp_path)

@@ -12,21 +12,25 @@ import yaml
 from paddledist.cli import build_parser
 from paddledist.config import MODES, Config, DeviceSpec, load, parse_device, to_yaml
 from paddledist.config.overrides import parse_overrides, parse_value
-from paddledist.config.reference import field_docs, render
+from paddledist.config.reference import render
 from paddledist.errors import UserError
 
 pytestmark = pytest.mark.unit
 
 SCHEMA_KEYS = {
-    "Global.model", "Global.mode", "Global.dataset_dir", "Global.device", "Global.output", "Global.seed", "Global.allow_outside_paths",
+    "Global.model", "Global.mode", "Global.dataset_dir", "Global.device", "Global.output", "Global.seed",
+    "Global.allow_outside_paths",
     "CheckDataset.convert.enable", "CheckDataset.convert.src_dataset_type",
     "CheckDataset.split.enable", "CheckDataset.split.train_percent", "CheckDataset.split.val_percent",
     "Train.num_classes", "Train.epochs_iters", "Train.batch_size", "Train.learning_rate",
     "Train.pretrain_weight_path", "Train.warmup_steps", "Train.resume_path", "Train.log_interval",
-    "Train.eval_interval", "Train.save_interval", "Train.max_epoch_checkpoints", "Train.dist_ips", "Train.augment", "Train.input_size",
+    "Train.eval_interval", "Train.save_interval", "Train.max_epoch_checkpoints", "Train.dist_ips", "Train.augment",
+    "Train.input_size",
     "Train.num_workers", "Train.momentum", "Train.weight_decay", "Train.optimizer", "Train.lr_scheduler",
     "Train.clip_grad_norm", "Train.scale_lr", "Train.accum_steps", "Train.global_batch_size", "Train.elastic_batch",
-    "Train.amp", "Train.visualdl", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.grad_bucket_mb", "Train.grad_compression", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout", "Train.max_bad_samples",
+    "Train.amp", "Train.visualdl", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.grad_bucket_mb",
+    "Train.grad_compression", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout",
+    "Train.max_bad_samples",
     "Train.heartbeat_interval", "Train.heartbeat_timeout", "Train.max_restarts", "Train.preempt_grace",
     "Train.dist_master", "Train.nnodes", "Train.launch_style", "Train.stall_timeout",
     "Evaluate.weight_path", "Evaluate.log_interval",

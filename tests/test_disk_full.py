@@ -60,7 +60,8 @@ def fill(fs: Path, leave: int) -> None:
         os.posix_fallocate(f.fileno(), 0, max(1, st.f_bavail * st.f_frsize - leave))
 
 
-def train_then_fill(output: Path, fs: Path, leave: int, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def train_then_fill(output: Path, fs: Path, leave: int, *extra: str,
+                    timeout: float = 240) -> subprocess.CompletedProcess:
     """The disk fills during the run: the start-up check sees room for every checkpoint (it refuses a disk that is
     already too small), then, at the first logged step, a ballast file leaves only `leave` bytes free. Small
     batches make the first epoch last seconds, far longer than the fill takes."""
@@ -148,7 +149,8 @@ def test_two_processes_on_a_1200k_disk_keep_latest_and_stop_together(tmpfs):
     assert no_partial_files(out) and (out / "latest" / "latest.pdparams").is_file()
     # Once there is room again, the latest checkpoint that survived loads and the job finishes from it.
     (fs / "ballast").unlink()
-    again = train(out, "Train.epochs_iters=3", "Global.device=cpu:0,1", f"Train.resume_path={out}/latest/latest.pdparams")
+    again = train(out, "Train.epochs_iters=3", "Global.device=cpu:0,1",
+                  f"Train.resume_path={out}/latest/latest.pdparams")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resum" in again.stdout + again.stderr and no_partial_files(out)
 

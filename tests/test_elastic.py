@@ -133,37 +133,41 @@ def outputs(tmp_path):
     return make
 
 
-def resumed(out: Path, world_size: int, resume: str = "auto"):
+def resumed(out: Path, world_size: int, resume: str = "auto", *extra: str):
     from paddledist.engine.distenv import DistEnv
     from paddledist.stages import train_checks
 
     cfg = load(str(REPO / "configs" / "image_classification.yaml"),
                [f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", f"Global.output={out}", "Train.batch_size=32",
-                f"Train.resume_path={resume}"])
+                f"Train.resume_path={resume}", *extra])
     return train_checks.preflight(cfg, DistEnv(world_size=world_size))[2]
 
 
 @pytest.mark.models
-def test_a_mid_epoch_latest_on_another_world_size_starts_that_epoch_again(outputs, capsys):
+def test_a_mid_epoch_latest_on_another_global_batch_starts_that_epoch_again(outputs, capsys):
+    """Another world size keeps the global batch (engine/batchplan.py), so the step continues; another
+    Train.global_batch_size starts the interrupted epoch again."""
     out = outputs(2, with_epoch=True)
     same = resumed(out, 1)
     assert same.path.endswith("latest.pdparams") and same.states["step_in_epoch"] == 5
-    fewer = resumed(out, 2)
+    more = resumed(out, 2)
+    assert more.path.endswith("latest.pdparams") and more.states["step_in_epoch"] == 5
+    fewer = resumed(out, 2, "auto", "Train.global_batch_size=64")
     assert fewer.path == str(out / "epoch_2" / "epoch_2.pdparams") and fewer.states["step_in_epoch"] == 0
     assert ("was saved at step 5 of epoch 3 with a global batch of 32 samples, this run has 64; a mid-epoch "
             f"checkpoint continues only at its own global batch: starting epoch 3 again from {out}/epoch_2") \
         in capsys.readouterr().out
-    assert resumed(outputs(0, with_epoch=False), 2) is None
+    assert resumed(outputs(0, with_epoch=False), 2, "auto", "Train.global_batch_size=64") is None
     assert "starting epoch 1 again from the beginning" in capsys.readouterr().out
 
 
 @pytest.mark.models
 def test_without_the_epoch_checkpoint_or_with_a_given_path_it_is_refused(outputs):
     with pytest.raises(UserError) as e:
-        resumed(outputs(2, with_epoch=False), 2)
+        resumed(outputs(2, with_epoch=False), 2, "auto", "Train.global_batch_size=64")
     assert "and there is no " in str(e.value) and "to start epoch 3 again from" in str(e.value)
     out = outputs(1, with_epoch=True)
     with pytest.raises(UserError) as e:
-        resumed(out, 2, resume=str(out / "latest" / "latest.pdparams"))
+        resumed(out, 2, str(out / "latest" / "latest.pdparams"), "Train.global_batch_size=64")
     assert "resume a mid-epoch checkpoint with the same Train.batch_size" in str(e.value)
     assert "\n" not in str(e.value)

@@ -30,7 +30,7 @@ def _keys() -> list[str]:
 
     def walk(tp, prefix):
         for f in dataclasses.fields(tp):
-            sub = tp.__dataclass_fields__[f.name].default_factory if f.default_factory is not dataclasses.MISSING else None
+            sub = f.default_factory if f.default_factory is not dataclasses.MISSING else None
             if sub is not None and dataclasses.is_dataclass(sub):
                 walk(sub, f"{prefix}{f.name}.")
             else:

@@ -59,7 +59,8 @@ def data(tmp_path) -> Path:
     return root
 
 
-def run_cli(cwd: Path, config: Path, *overrides: str, prefix=(), dry_run=False) -> tuple[subprocess.CompletedProcess, float]:
+def run_cli(cwd: Path, config: Path, *overrides: str, prefix=(),
+            dry_run=False) -> tuple[subprocess.CompletedProcess, float]:
     start = time.monotonic()
     done = subprocess.run([*prefix, sys.executable, str(REPO / "tools" / "train.py"), "-c", str(config),
                            *(["-o", *overrides] if overrides else []), *(["--dry-run"] if dry_run else [])],
@@ -88,7 +89,8 @@ CONFIGS = [
     ("nested mappings", "".join(" " * i + f"k{i}:\n" for i in range(200)), ["nested more than 32 levels deep"]),
     ("second Train block", "Train:\n  epochs_iters: 1\nGlobal:\n  seed: 1\nTrain:\n  batch_size: 3\n",
      [":5: duplicate key 'Train' (first on line 1)"]),
-    ("duplicate key", "Global:\n  seed: 1\n  model: LeNet\n  seed: 2\n", [":4: duplicate key 'seed' (first on line 2)"]),
+    ("duplicate key", "Global:\n  seed: 1\n  model: LeNet\n  seed: 2\n",
+     [":4: duplicate key 'seed' (first on line 2)"]),
     ("empty file", "", ["is empty; put at least a Global: section in it"]),
     ("only comments", "# Global:\n#   seed: 1\n", ["is empty"]),
     ("top level a list", "- Global\n- Train\n", ["top level must be a mapping of sections", "got a list"]),

@@ -149,7 +149,8 @@ def params(tmp_path: Path, folder: str) -> dict:
     return paddle.load(str(tmp_path / "host0" / folder / "latest" / "latest.pdparams"), return_numpy=True)
 
 
-def test_sigterm_saves_the_step_everywhere_and_the_rerun_without_the_first_output_equals_an_uninterrupted_run(netns_hosts, tmp_path):  # noqa: F811
+def test_sigterm_saves_the_step_everywhere_and_a_rerun_without_the_first_output_is_uninterrupted(
+        netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(2)
     fast = ("Train.batch_size=8", "Train.log_interval=1", "Train.augment=False")  # 90 steps an epoch, each logged
     reference = start(hosts, tmp_path, "reference", command(hosts, *fast, "Global.output=ref"))

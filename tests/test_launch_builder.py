@@ -156,7 +156,9 @@ def test_missing_entry_script_is_a_user_error(tmp_path):
 
 def test_is_first_machine():
     assert is_first_machine(load(None, []), {})
-    assert is_first_machine(load(None, ["Train.dist_ips=10.0.0.5"]), {})
+    with pytest.raises(UserError, match="this machine is not in Train.dist_ips 10.0.0.5"):
+        is_first_machine(load(None, ["Train.dist_ips=10.0.0.5"]), {})  # one entry names the machine to use
+    assert is_first_machine(load(None, ["Train.dist_ips=10.0.0.5", "Train.node_ip=10.0.0.5"]), {})
     two = ["Train.dist_ips=10.0.0.1,10.0.0.2"]
     assert is_first_machine(load(None, two + ["Train.node_ip=10.0.0.1"]), {})
     assert not is_first_machine(load(None, two + ["Train.node_ip=10.0.0.2"]), {})

@@ -16,7 +16,8 @@ def test_update_groups_partition_the_epoch(accum, steps):
     groups = [update_group(i, accum, steps) for i in range(steps)]
     distinct = list(dict.fromkeys((g.start, g.stop) for g in groups))
     assert [i for start, stop in distinct for i in range(start, stop)] == list(range(steps))
-    assert all(stop - start == accum for start, stop in distinct[:-1]) and 0 < distinct[-1][1] - distinct[-1][0] <= accum
+    assert all(stop - start == accum for start, stop in distinct[:-1])
+    assert 0 < distinct[-1][1] - distinct[-1][0] <= accum
     assert all(i in groups[i] for i in range(steps))
     assert [i for i in range(steps) if is_update_step(i, accum, steps)] == [stop - 1 for _, stop in distinct]
 

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs, ref_module, train_steps
+from paddleclas_ref import (assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs,
+                            ref_module, train_steps)
 from paddlex_ref import model_names, module_config
 
 pytestmark = pytest.mark.models

@@ -96,8 +96,9 @@ def test_stochastic_depth_rates_equal_paddleclas(name):
 # One variant per code path. MobileNetV2: narrow (last conv stays 1280) and wide (last conv x scale); 40 px
 # gives odd feature-map sides to the strided depthwise convs. MobileNetV4: cn + uir (conv_small), er + uir
 # (conv_medium, conv_large), attention with spatially reduced keys and values and LayerScale (hybrid_medium
-# at 64 px, so the reduction meets a 4x4 map) and the GELU net (hybrid_large; sides multiples of 32). StarNet: one code path (the variants differ in
-# widths and depths only; stochastic depth is the identity in eval). FasterNet: GELU (T0, T1) and ReLU.
+# at 64 px, so the reduction meets a 4x4 map) and the GELU net (hybrid_large; sides multiples of 32). StarNet: one
+# code path (the variants differ in widths and depths only; stochastic depth is the identity in eval).
+# FasterNet: GELU (T0, T1) and ReLU.
 SAME_FUNCTION = [
     ("MobileNetV2_x0_25", 40), ("MobileNetV2_x1_5", 32),
     ("MobileNetV4_conv_small", 40), ("MobileNetV4_conv_medium", 40), ("MobileNetV4_hybrid_medium", 64),
@@ -146,7 +147,8 @@ def test_every_code_path_is_checked_for_outputs():
     assert {code_path(n) for n in NAMES} == {code_path(n) for n, _ in SAME_FUNCTION}
 
 
-TRAINED = [("MobileNetV2_x0_25", 32), ("MobileNetV4_conv_small", 32), ("MobileNetV4_hybrid_medium", 64), ("StarNet-S1", 32), ("FasterNet-T0", 32)]
+TRAINED = [("MobileNetV2_x0_25", 32), ("MobileNetV4_conv_small", 32), ("MobileNetV4_hybrid_medium", 64),
+           ("StarNet-S1", 32), ("FasterNet-T0", 32)]
 
 
 @pytest.mark.parametrize("name, side", TRAINED)

@@ -20,7 +20,8 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs, ref_module, train_steps
+from paddleclas_ref import (assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs,
+                            ref_module, train_steps)
 
 pytestmark = pytest.mark.models
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

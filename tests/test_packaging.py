@@ -1,6 +1,7 @@
 """Packaging: every package folder is a package (a wheel built by find_packages keeps it), the packaged default
 config and data resolve, a leading mode word works, workers run the package's own entry, setup.py's cpu
-extra is the supported paddle range and no other requirement names paddle. The installed wheel itself trains in .ci/wheel."""
+extra is the supported paddle range and no other requirement names paddle. The installed wheel itself trains in
+.ci/wheel."""
 
 from __future__ import annotations
 

@@ -41,8 +41,8 @@ def launch(tmp_path, delay: float, op: str = "all_reduce", code: int = 7):
     logs = tmp_path / f"logs{delay}{op}"
     env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "lo"}
     proc = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-                           "--log_dir", str(logs), str(script), str(delay), op, str(code)], capture_output=True, text=True,
-                          timeout=180, env=env, cwd=tmp_path)
+                           "--log_dir", str(logs), str(script), str(delay), op, str(code)],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     text = proc.stdout + proc.stderr
     failed = [f for f in map(paddle_texts.rank_failed, text.splitlines()) if f]
     assert failed, text[-3000:]

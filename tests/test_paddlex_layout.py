@@ -20,7 +20,8 @@ pytestmark = pytest.mark.multiproc
 
 def train(out: Path, *overrides: str, env: dict | None = None) -> dict:
     argv = [sys.executable, str(REPO / "tools" / "train.py"), "-c", str(REPO / "configs/image_classification.yaml"),
-            "-o", f"Global.dataset_dir={DIGITS}", f"Global.output={out}", "Train.epochs_iters=1", "Train.save_interval=1", *overrides]
+            "-o", f"Global.dataset_dir={DIGITS}", f"Global.output={out}", "Train.epochs_iters=1",
+            "Train.save_interval=1", *overrides]
     done = subprocess.run(argv, cwd=out.parent, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, **(env or {})))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_workers_started_by_the_platform_train_in_place(tmp_path):
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir", str(tmp_path / "plat"),
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+           "--log_dir", str(tmp_path / "plat"),
            str(REPO / "tools" / "train.py"), "-c", str(REPO / "configs" / "image_classification.yaml"),
            "-o", "Global.device=cpu:0,1", "Train.epochs_iters=1", f"Global.output={out}",
            f"Global.dataset_dir={REPO / 'dataset' / 'digits'}"]

@@ -150,7 +150,8 @@ def test_chromium_shows_the_report_of_a_real_run_with_every_image_loaded(two_pro
         assert text in dom, text
     shot = tmp_path / "report.png"  # the CI artefact: a picture of the page as a person sees it
     subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1200,2400",
-                    f"--screenshot={shot}", (two_process_run / "report.html").as_uri()], capture_output=True, timeout=120)
+                    f"--screenshot={shot}", (two_process_run / "report.html").as_uri()],
+                   capture_output=True, timeout=120)
     assert Image.open(shot).size == (1200, 2400)
 
 

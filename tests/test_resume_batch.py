@@ -33,7 +33,8 @@ LINE = re.compile(r"epoch (\d+)/\d+ iter (\d+)/(\d+) loss \S+ lr (\S+)")
 def train(out: Path, *overrides: str) -> list[tuple[int, int, int, float]]:
     done = subprocess.run([sys.executable, str(REPO / "tools" / "train.py"), "-c", str(CONFIG), "-o",
                            f"Global.dataset_dir={DIGITS}", f"Global.output={out}", "Train.epochs_iters=2",
-                           f"Train.learning_rate={LR}", "Train.warmup_steps=0", "Train.log_interval=1", "Train.save_interval=1", *overrides],
+                           f"Train.learning_rate={LR}", "Train.warmup_steps=0", "Train.log_interval=1",
+                           "Train.save_interval=1", *overrides],
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return [(int(e), int(i), int(n), float(lr)) for e, i, n, lr in LINE.findall(done.stdout)], done.stdout
@@ -92,5 +93,5 @@ def test_two_ranks_resumed_on_one_keep_the_global_batch_the_schedule_and_the_mat
     assert after[max(after)] == pytest.approx(0.0, abs=1e-7)
     result = json.loads((tmp_path / "b" / "train_result.json").read_text())
     assert result["global_batch_size"] == 64
-    want, got = params(tmp_path / "a" / "latest" / "latest.pdparams"), params(tmp_path / "b" / "latest" / "latest.pdparams")
+    want, got = (params(tmp_path / run / "latest" / "latest.pdparams") for run in ("a", "b"))
     assert max(float(np.abs(want[k] - got[k]).max()) for k in want) <= 1e-5

@@ -41,8 +41,8 @@ RANK = textwrap.dedent("""
 
 def plan(node: int = 0) -> ClusterPlan:
     """Node `node` of two, one rank each (so rank = node)."""
-    return ClusterPlan(nodes=("10.0.0.1", "10.0.0.2"), node_rank=node, ifname="lo", device=DeviceSpec("cpu", (0,)), port=6170,
-                       job_id="t", peer_timeout=5, source="test")
+    return ClusterPlan(nodes=("10.0.0.1", "10.0.0.2"), node_rank=node, ifname="lo", device=DeviceSpec("cpu", (0,)),
+                       port=6170, job_id="t", peer_timeout=5, source="test")
 
 
 def start_rank(folder: Path, tmp_path: Path, rank: int, mode: str = "steps") -> tuple[subprocess.Popen, Path]:
@@ -98,7 +98,8 @@ def test_a_blocked_rank_is_named_with_its_stack_only_after_the_timeout(tmp_path)
         message = wait_for(watch, 5)
         assert "stalled: no rank on node 0 (10.0.0.1) finished a step for" in message, message
         assert "while every process is alive" in message
-        assert f"rank 0 (local rank 0 on node 0 (10.0.0.1), pid {proc.pid}, last report: after epoch 1 step 3/9)" in message
+        assert (f"rank 0 (local rank 0 on node 0 (10.0.0.1), pid {proc.pid}, last report: after epoch 1 step 3/9)"
+                in message)
         assert "in blocked_inside_a_step" in log.read_text()
     finally:
         proc.kill()

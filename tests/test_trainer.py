@@ -99,7 +99,7 @@ def test_resume_continues_to_the_same_parameters(tmp_path, device):
 def test_same_seed_reproduces_different_seed_differs(tmp_path):
     a = train(tmp_path / "a", "Train.epochs_iters=1", "Global.seed=3")
     b = train(tmp_path / "b", "Train.epochs_iters=1", "Global.seed=3")
-    c = train(tmp_path / "c", "Train.epochs_iters=1", "Global.seed=4")
+    train(tmp_path / "c", "Train.epochs_iters=1", "Global.seed=4")
     pa, pb, pc = (params(tmp_path / x / "latest" / "latest.pdparams") for x in "abc")
     assert max_diff(pa, pb) == 0.0
     assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
@@ -108,7 +108,8 @@ def test_same_seed_reproduces_different_seed_differs(tmp_path):
 
 def _digit_images(classes: int):
     """Real images (the bundled digits) for building datasets in other formats."""
-    rows = [line.split() for line in (DIGITS / "train.txt").read_text().split("\n") + (DIGITS / "val.txt").read_text().split("\n") if line]
+    text = (DIGITS / "train.txt").read_text() + "\n" + (DIGITS / "val.txt").read_text()
+    rows = [line.split() for line in text.split("\n") if line]
     rows = [(path, int(label)) for path, label in rows if int(label) < classes]
     images = [np.asarray(Image.open(DIGITS / path).convert("RGB").resize((32, 32))) for path, _ in rows]
     return np.stack(images), np.array([label for _, label in rows])
@@ -143,6 +144,7 @@ def test_a_clsdataset_of_jpegs_in_subfolders_trains(tmp_path):
     (root / "train.txt").write_text("\n".join(lines[50:]) + "\n")
     (root / "val.txt").write_text("\n".join(lines[:51]) + "\n")  # an odd count
     (root / "label.txt").write_text("".join(f"{k} digit_{k}\n" for k in range(4)))
-    result = train(tmp_path / "out", "Train.epochs_iters=10", "Train.batch_size=32", "Train.num_classes=4", f"Global.dataset_dir={root}")
+    result = train(tmp_path / "out", "Train.epochs_iters=10", "Train.batch_size=32", "Train.num_classes=4",
+                   f"Global.dataset_dir={root}")
     assert result["history"][-1]["val_samples"] == 51
     assert result["best"]["top1"] >= 0.9

@@ -1,4 +1,5 @@
-"""paddledist check_dataset: `python tools/check_dataset.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
+"""paddledist check_dataset:
+`python tools/check_dataset.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
 
 import os
 import sys

@@ -1,4 +1,5 @@
-"""paddledist evaluate: `python tools/eval.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
+"""paddledist evaluate:
+`python tools/eval.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
 
 import os
 import sys

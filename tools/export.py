@@ -1,4 +1,5 @@
-"""paddledist export: `python tools/export.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
+"""paddledist export:
+`python tools/export.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
 
 import os
 import sys

@@ -1,4 +1,5 @@
-"""paddledist predict: `python tools/predict.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
+"""paddledist predict:
+`python tools/predict.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
 
 import os
 import sys

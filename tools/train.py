@@ -1,4 +1,5 @@
-"""paddledist train: `python tools/train.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
+"""paddledist train:
+`python tools/train.py -c configs/image_classification.yaml [-o Section.key=value ...] [--dry-run]`."""
 
 import os
 import sys

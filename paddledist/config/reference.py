@@ -1,4 +1,5 @@
-"""Generate docs/config_reference.md from the schema: `python -m paddledist.config.reference > docs/config_reference.md`.
+"""Generate docs/config_reference.md from the schema:
+`python -m paddledist.config.reference > docs/config_reference.md`.
 
 Field docs are attribute docstrings (a string literal under each field), which Python does not keep
 at runtime, so they are read from schema.py's source with `ast`. A test keeps the committed file equal
@@ -36,7 +37,8 @@ are errors (exit code 2) that name the key; `${...}` is not interpolated.
 """
 
 # Keys whose Python type says less than what users may write.
-_TYPE_TEXT = {"Global.mode": "a mode or a list of modes", "Train.dist_ips": "a list of strings or null; also a comma list"}
+_TYPE_TEXT = {"Global.mode": "a mode or a list of modes",
+              "Train.dist_ips": "a list of strings or null; also a comma list"}
 
 
 def field_docs(module: Any = schema) -> dict[tuple[str, str], str]:
@@ -77,7 +79,8 @@ def render() -> str:
             section = top
             lines += ["", f"## {section}", "", "| key | type | default | meaning |", "|---|---|---|---|"]
         doc = docs.get((_owner(key).__name__, f.name), "")
-        lines.append(f"| `{key}` | {_TYPE_TEXT.get(key, type_name(tp))} | {_default(f)} | {doc.replace('|', '&#124;')} |")
+        kind, text = _TYPE_TEXT.get(key, type_name(tp)), doc.replace("|", "&#124;")
+        lines.append(f"| `{key}` | {kind} | {_default(f)} | {text} |")
     return "\n".join(lines) + "\n"
 
 

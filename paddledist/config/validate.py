@@ -15,13 +15,16 @@ from paddledist.errors import UserError
 _MINIMA = {
     "Train.epochs_iters": (1, True), "Train.batch_size": (1, True), "Train.learning_rate": (0, False),
     "Train.num_classes": (1, True), "Train.log_interval": (1, True), "Train.eval_interval": (1, True),
-    "Train.save_interval": (1, True), "Train.max_epoch_checkpoints": (1, True), "Train.warmup_steps": (0, True), "Train.input_size": (8, True),
+    "Train.save_interval": (1, True), "Train.max_epoch_checkpoints": (1, True), "Train.warmup_steps": (0, True),
+    "Train.input_size": (8, True),
     "Train.num_workers": (0, True), "Train.momentum": (0, True), "Train.weight_decay": (0, True),
-    "Train.accum_steps": (1, True), "Train.global_batch_size": (1, True), "Train.port": (1024, True), "Train.peer_timeout": (1, True),
+    "Train.accum_steps": (1, True), "Train.global_batch_size": (1, True), "Train.port": (1024, True),
+    "Train.peer_timeout": (1, True),
     "Train.max_bad_samples": (0, True), "Train.heartbeat_interval": (0, False), "Train.heartbeat_timeout": (0, False),
     "Train.max_restarts": (0, True), "Train.preempt_grace": (0, False),
     "Train.stall_timeout": (0, True),
-    "Train.clip_grad_norm": (0, True), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True), "Global.seed": (0, True),
+    "Train.clip_grad_norm": (0, True), "Evaluate.log_interval": (1, True), "Predict.batch_size": (1, True),
+    "Global.seed": (0, True),
 }
 # key -> maximum: past these a job fails deep inside paddle or numpy (a seed past 2**31 - 1, a 10**6-pixel
 # side's first batch), after files were written; refused up front instead
@@ -123,9 +126,11 @@ def _validate_dist_ips(ips) -> None:
     if ips is None:
         return
     if not ips:
-        raise UserError("Train.dist_ips is empty; list every machine's address, e.g. 10.0.0.1,10.0.0.2, or leave it unset")
+        raise UserError("Train.dist_ips is empty; list every machine's address, e.g. 10.0.0.1,10.0.0.2, "
+                        "or leave it unset")
     if any(not ip.strip() for ip in ips):
-        raise UserError(f"Train.dist_ips has an empty entry in {','.join(ips)!r}; list addresses like 10.0.0.1,10.0.0.2")
+        raise UserError(f"Train.dist_ips has an empty entry in {','.join(ips)!r}; "
+                        "list addresses like 10.0.0.1,10.0.0.2")
 
 
 def _validate_master(cfg: Config) -> None:

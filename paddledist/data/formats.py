@@ -55,12 +55,13 @@ def detect_format(dataset_dir: str) -> str:
         return SYNTHETIC
     if not os.path.isdir(dataset_dir):
         raise UserError(f"Global.dataset_dir: folder not found: {dataset_dir} (set -o Global.dataset_dir=PATH)")
-    if os.path.isdir(os.path.join(dataset_dir, "cifar-10-batches-py")) or os.path.isfile(os.path.join(dataset_dir, "data_batch_1")):
+    if os.path.isdir(os.path.join(dataset_dir, "cifar-10-batches-py")) or \
+            os.path.isfile(os.path.join(dataset_dir, "data_batch_1")):
         return "cifar10"
     if os.path.isfile(os.path.join(dataset_dir, "train.txt")) or os.path.isfile(os.path.join(dataset_dir, "val.txt")):
         return "cls"
-    raise UserError(f"Global.dataset_dir: {dataset_dir} is neither a ClsDataset (train.txt, val.txt, label.txt, images/) "
-                    "nor a CIFAR-10 batches folder (cifar-10-batches-py/)")
+    raise UserError(f"Global.dataset_dir: {dataset_dir} is neither a ClsDataset (train.txt, val.txt, label.txt, "
+                    "images/) nor a CIFAR-10 batches folder (cifar-10-batches-py/)")
 
 
 def load_samples(dataset_dir: str, split: str, seed: int = 0, allow_outside: bool = False) -> Samples:
@@ -196,7 +197,8 @@ def _synthetic(spec: str, split: str, seed: int, num_classes: int = 10) -> Sampl
     rng = np.random.RandomState(seed + (0 if split == "train" else 1))
     labels = rng.randint(0, num_classes, size=n).astype(np.int64)
     data = rng.randint(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
-    return Samples(labels, lambda i: data[i], [f"synthetic[{i}]" for i in range(n)], [str(k) for k in range(num_classes)])
+    names = [f"synthetic[{i}]" for i in range(n)]
+    return Samples(labels, lambda i: data[i], names, [str(k) for k in range(num_classes)])
 
 
 def read_label_dict(path: str) -> list[str]:

@@ -83,7 +83,8 @@ def normalise_constants(mean: tuple, std: tuple) -> tuple[np.ndarray, np.ndarray
 
 
 def preprocess_spec(input_size: int, resize_short: int | None = None, interpolation: str = "bilinear",
-                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD, input_height: int | None = None) -> list[dict]:
+                    mean: tuple = IMAGENET_MEAN, std: tuple = IMAGENET_STD,
+                    input_height: int | None = None) -> list[dict]:
     """Eval preprocessing as PaddleX's inference.yml `PreProcess.transform_ops`, exactly what Transform does at
     eval: PIL resize (to the square, or the short side, or [width, height] for non-square inputs) and the centre
     crop (a no-op after a square resize, kept as PaddleX's square models write it; none for non-square inputs,

@@ -5,8 +5,9 @@ weight decay, except for parameters whose structured name contains one of `no_we
 `one_dim_param_no_weight_decay`, that are 1-D (norm scales, biases). Paddle's `apply_decay_param_fun` is asked
 with the parameter's *unique* name (`linear_3.w_0`), so the structured names are mapped to those first, as
 PaddleClas does. AdamWDL (PaddleX's CLIP recipe): AdamW with PaddleClas's layer-wise lr decay set once on each
-parameter's lr multiplier, and filter_bias_and_bn's exemptions. `clip_grad_norm` > 0 adds paddle.nn.ClipGradByGlobalNorm. The schedule is a per-update
-factor: linear warm-up, then cosine to 0 or piecewise x0.1 at each decay epoch.
+parameter's lr multiplier, and filter_bias_and_bn's exemptions. `clip_grad_norm` > 0 adds
+paddle.nn.ClipGradByGlobalNorm. The schedule is a per-update factor: linear warm-up, then cosine to 0 or piecewise
+x0.1 at each decay epoch.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Result files, written atomically by global rank 0: train_result.json in PaddleX's shape plus our fields.
 
 PaddleX's shape (what its tooling reads, PaddleClas's update_train_results writes): model_name, label_dict,
-train_log, visualdl_log (vdl_log when VisualDL wrote one, else ""), config, done_flag, and models.last_1..last_5 (the newest epoch_N checkpoints first) and
-models.best, each with its score and file paths relative to Global.output. The same content is also written as
+train_log, visualdl_log (vdl_log when VisualDL wrote one, else ""), config, done_flag, and models.last_1..last_5
+(the newest epoch_N checkpoints first) and models.best, each with its score and file paths relative to Global.output.
+The same content is also written as
 train_results.json, the spelling PaddleClas's code uses.
 """
 

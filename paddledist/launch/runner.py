@@ -281,7 +281,7 @@ class _Stop:
     def __enter__(self) -> "_Stop":
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
-            wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1) if self.preemption else (signal.SIGINT, signal.SIGTERM)
+            wanted = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGUSR1,) if self.preemption else ())
             for sig in wanted:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self

@@ -5,8 +5,9 @@ the ranks and where they are, with each rank's Python stack written to its worke
 Each launch gets a fresh progress folder (engine/progress.py); the workers rewrite their file after every
 step. The watchdog, one of the runner's watchers, counts from the first report (start-up, data loading and the
 first step's compilation never trip it) and skips while any rank reports a `busy` phase (the end of an
-epoch), unless a rank's process is stopped. When no local rank reported for Train.stall_timeout seconds, it makes every local rank dump its stack
-(faulthandler on SIGUSR2; a stopped process cannot run a handler, so it is continued right after the signal
+epoch), unless a rank's process is stopped. When no local rank reported for Train.stall_timeout seconds, it makes
+every local rank dump its stack (faulthandler on SIGUSR2; a stopped process cannot run a handler, so it is continued
+right after the signal
 and dumps on waking), then:
 - a stopped process here (SIGSTOP, a debugger) is the cause: named and told to the other machines at once;
 - otherwise this machine's ranks may only wait for another's: it waits briefly for word of a cause elsewhere

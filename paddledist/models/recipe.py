@@ -92,7 +92,8 @@ def recipe(cfg: Config) -> Recipe:
     own = name == opt.name  # the model's AdamW/Momentum details apply only to its own optimizer
     clip = opt.clip_grad_norm or 0.0 if t.clip_grad_norm is None else t.clip_grad_norm
     return Recipe(
-        input_size=size, input_height=size if pre.input_height is None else round(size * pre.input_height / pre.input_size),
+        input_size=size,
+        input_height=size if pre.input_height is None else round(size * pre.input_height / pre.input_size),
         resize_short=max(size, round(size * pre.resize_short / pre.input_size)),
         interpolation=pre.interpolation, mean=tuple(pre.mean), std=tuple(pre.std), train_crop=pre.train_crop,
         optimizer=name, learning_rate=t.learning_rate, schedule=t.lr_scheduler or opt.schedule,

@@ -57,7 +57,8 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
     from paddledist.stages.common import dist_from_env
 
     if len(cfg.Global.mode) != 1 or cfg.Global.mode[0] not in DISTRIBUTED:
-        raise UserError(f"a launched worker runs one of {', '.join(DISTRIBUTED)}, got Global.mode={list(cfg.Global.mode)}")
+        raise UserError(f"a launched worker runs one of {', '.join(DISTRIBUTED)}, "
+                        f"got Global.mode={list(cfg.Global.mode)}")
     if dry_run:
         print(to_yaml(cfg))
         return 0

@@ -76,7 +76,8 @@ def _check_room(cfg: Config, folder: str) -> None:
     need = checkpoint_bytes(cfg, parameter_count(cfg))
     if free < need:
         raise UserError(f"Global.output={cfg.Global.output}: {folder} has {_mib(free)} free, the checkpoints of this "
-                        f"run need about {_mib(need)} ({copies(cfg)} copies of {_mib((need - SLACK_BYTES) // copies(cfg))}: latest, "
+                        f"run need about {_mib(need)} ({copies(cfg)} copies of "
+                        f"{_mib((need - SLACK_BYTES) // copies(cfg))}: latest, "
                         "best_model, the epoch_N kept and one being written); free space, choose another folder, "
                         "raise Train.save_interval or lower Train.max_epoch_checkpoints")
 

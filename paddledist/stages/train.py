@@ -57,7 +57,8 @@ def _write_run_files(cfg: Config, samples) -> None:
     os.makedirs(cfg.Global.output, exist_ok=True)
     atomic_write(os.path.join(cfg.Global.output, "config.yaml"), to_yaml(cfg))
     names = samples.label_names or [str(i) for i in range(cfg.Train.num_classes)]
-    atomic_write(os.path.join(cfg.Global.output, "label_dict.txt"), "".join(f"{i} {name}\n" for i, name in enumerate(names)))
+    atomic_write(os.path.join(cfg.Global.output, "label_dict.txt"),
+                 "".join(f"{i} {name}\n" for i, name in enumerate(names)))
 
 
 def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume,
@@ -70,7 +71,8 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     train_set = ImageDataset(train_samples, Transform.of(rec, True, t.augment))
     sampler = TrainBatchSampler(len(train_set), t.batch_size, dist.world_size, dist.rank, cfg.Global.seed)
     val_set = ImageDataset(val_samples, Transform.of(rec, False, False))
-    val_loader = make_loader(val_set, EvalBatchSampler(len(val_set), t.batch_size, dist.world_size, dist.rank), t.num_workers)
+    val_sampler = EvalBatchSampler(len(val_set), t.batch_size, dist.world_size, dist.rank)
+    val_loader = make_loader(val_set, val_sampler, t.num_workers)
     optimizer, scheduler = build_optimizer(cfg, dist, model, len(sampler), batch)
     scaler = paddle.amp.GradScaler() if t.amp and kind == "gpu" else None
     state = restore(model, optimizer, resume, t.accum_steps) if resume else TrainState()

@@ -92,7 +92,8 @@ def node_count(cfg, nodes: Optional[int]) -> int:
         return int(configured or listed or 1)
     if nodes < 1:
         raise UserError(f"--nodes {nodes}: give a node count of 1 or more")
-    claims = ((listed, f"-o Train.dist_ips lists {listed} machines"), (configured, f"-o Train.nnodes={cfg.Train.nnodes}"))
+    claims = ((listed, f"-o Train.dist_ips lists {listed} machines"),
+              (configured, f"-o Train.nnodes={cfg.Train.nnodes}"))
     for given, what in claims:
         if given and given != nodes:
             raise UserError(f"--nodes {nodes} but {what}; drop one of the two")
