@@ -1,25 +1,23 @@
-"""Hooks around the loop: logging, evaluation, checkpoints, results. Rank 0 alone writes Global.output."""
+"""Hooks around the loop: logging, evaluation, results, digests, VisualDL, progress (checkpoints:
+checkpoint_hooks.py). The trainer calls them in list order; the evaluation hook is the one writer of the
+state's metrics (best_top1, best_epoch, history), so it comes before the hooks that read them."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import os
-import shutil
 import time
 from typing import Optional
 
 import numpy as np
 
-from paddledist import paddle_internals as internals
 from paddledist import report
-from paddledist.engine import checkpoint, results
+from paddledist.engine import results
 from paddledist.engine.distenv import all_gather_object, all_reduce_sum, barrier
 from paddledist.errors import UserError
 from paddledist.engine.metrics import evaluate
-from paddledist.engine.schedule import eta_seconds, format_eta, is_update_step, steps_left
-from paddledist.engine.trainer import Hook, Preempted
+from paddledist.engine.schedule import eta_seconds, format_eta, steps_left
+from paddledist.engine.trainer import Hook
 from paddledist.engine.results import VDL_LOG
 
 log = logging.getLogger("paddledist")
@@ -97,13 +95,10 @@ class EvalHook(Hook):
                 entry["val_undecodable"] = m["undecodable"]
                 log.warning("%d validation image(s) could not be decoded and were left out of the metrics",
                             m["undecodable"])
-            t.is_best = m["top1"] > s.best_top1
-            if t.is_best:
+            if m["top1"] > s.best_top1:
                 s.best_top1, s.best_epoch = m["top1"], s.epoch
             log.info("eval epoch %d: top1 %.4f top5 %.4f loss %.4f on %d samples%s", s.epoch, m["top1"], m["top5"],
-                     m["loss"], m["num_samples"], " (best)" if t.is_best else "")
-        else:
-            t.is_best = False
+                     m["loss"], m["num_samples"], " (best)" if s.is_best else "")
         s.history.append(entry)
 
 
@@ -123,107 +118,6 @@ def machine_rates(t, elapsed: float) -> list[dict]:
     return [{"host": m["host"], "nic": m["nic"], "device": m["device"], "ranks": m["ranks"],
              "images_per_sec": round(m["samples"] / seconds, 2),
              "data_wait": round(m["wait"] / (seconds * len(m["ranks"])), 4)} for m in machines.values()]
-
-
-class CheckpointHook(Hook):
-    """latest every epoch, best_model on a new best, epoch_N every save_interval (the newest
-    Train.max_epoch_checkpoints kept); rank 0, atomically. Each
-    folder also gets `<name>.info.json` and, with Train.uniform_output_enabled, an exported `inference/`
-    (traced once per epoch and copied into each folder), as PaddleX's trainer writes them. `own_latest`: this
-    rank, not rank 0, writes its machine's own `latest` (engine/latest.py)."""
-
-    def __init__(self, own_latest: bool = False) -> None:
-        self.own_latest = own_latest
-
-    def after_epoch(self, t) -> None:
-        if self.own_latest and not t.dist.is_main:
-            params, opt, states, info = contents(t, t.state.epoch, 0)
-            checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True,
-                            extra=functools.partial(_add_info_and_inference, info=info, inference=None))
-        if not t.dist.is_main:
-            return
-        out, s = t.cfg.Global.output, t.state
-        params, opt, states, info = contents(t, s.epoch, 0)
-        with uniform_output(t) as inference:
-            extra = functools.partial(_add_info_and_inference, info=info, inference=inference)
-            checkpoint.save(out, "latest", params, opt, states, link=True, extra=extra)
-            if t.is_best:
-                best = dict(info, metric=s.best_top1)
-                checkpoint.save(out, "best_model", params, opt, states, link=True,
-                                extra=functools.partial(_add_info_and_inference, info=best, inference=inference))
-            if s.epoch % t.cfg.Train.save_interval == 0:
-                checkpoint.save(out, f"epoch_{s.epoch}", params, opt, states, link=False, extra=extra)
-                checkpoint.prune_epochs(out, s.epoch, t.cfg.Train.max_epoch_checkpoints)
-
-
-def contents(t, epoch: int, step_in_epoch: int) -> tuple[dict, dict, dict, dict]:
-    """params, optimizer state, .pdstates and info.json of a checkpoint after `epoch` complete epochs and
-    `step_in_epoch` micro-batches of the next (a preemption checkpoint; 0 at an epoch's end)."""
-    s = t.state
-    progress = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": s.global_step,
-                "accum_steps": t.cfg.Train.accum_steps}  # step_in_epoch / accum_steps: the updates made
-    states = {**progress, "metric": s.best_top1, "best_top1": s.best_top1, "best_epoch": s.best_epoch,
-              "history": s.history, "bad_samples": s.bad_samples, "seed": t.cfg.Global.seed,
-              "global_batch": results.global_batch(t.cfg, t.dist.world_size), "restarts": t.restarts,
-              "rng": "reseeded per epoch from (Global.seed, rank, epoch)"}
-    last = s.history[-1].get("top1") if s.history else None
-    info = {**progress, "metric": last, "best_metric": s.best_top1, "best_epoch": s.best_epoch}
-    return t.model.state_dict(), t.optimizer.state_dict(), states, info
-
-
-class PreemptHook(Hook):
-    """Preemption (launch/control.py): after each update but an epoch's last, the ranks agree through one
-    all-reduce whether any supervisor asked them to stop (its `flag` file exists); if so rank 0 saves latest
-    at this step, every rank waits for it, marks `saved` and raises Preempted. Measured on two CPU ranks: the
-    check costs about 0.4 ms a step (gloo, one machine) and a stat call 2 us (docs/multi_machine.md, "Preemption")."""
-
-    def __init__(self, flag: str, saved: str, own_latest: bool = False) -> None:
-        self.flag, self.saved, self.own_latest = flag, saved, own_latest
-
-    def after_step(self, t) -> None:
-        n = len(t.global_counts)
-        if t.iter + 1 >= n or not is_update_step(t.iter, t.cfg.Train.accum_steps, n):
-            return  # mid-update the accumulated gradients would be lost; an epoch's end saves on its own
-        asked = float(os.path.exists(self.flag))
-        if all_reduce_sum(np.array([asked]), t.dist)[0] == 0:
-            return
-        if t.dist.is_main or self.own_latest:
-            params, opt, states, info = contents(t, t.state.epoch - 1, t.iter + 1)
-            extra = functools.partial(_add_info_and_inference, info=info, inference=None)
-            checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True, extra=extra)
-        if t.dist.is_main:
-            results.write_train_result(t, done=False)
-            log.info("preempted: saved latest at epoch %d step %d/%d", t.state.epoch, t.iter + 1, n)
-        barrier(t.dist)  # no rank leaves (and lets the launcher end the others) before every latest is saved
-        open(self.saved, "a").close()
-        raise Preempted(f"epoch {t.state.epoch} step {t.iter + 1}")
-
-
-def _add_info_and_inference(folder: str, name: str, info: dict, inference) -> None:
-    results.write_json(os.path.join(folder, f"{name}.info.json"), info)
-    if inference:
-        shutil.copytree(inference, os.path.join(folder, "inference"))
-
-
-@contextlib.contextmanager
-def uniform_output(t):
-    """The inference model of this epoch's weights in a scratch folder (None without uniform output)."""
-    if not t.cfg.Train.uniform_output_enabled:
-        yield None
-        return
-    from paddledist.stages import export
-
-    # not under checkpoint.STORE: every save there removes what no link points to
-    scratch = os.path.join(t.cfg.Global.output, f".inference-scratch-{os.getpid()}")
-    shutil.rmtree(scratch, ignore_errors=True)
-    model = internals.unwrap(t.model)
-    try:
-        export.write_inference(t.cfg, model, scratch, f"epoch {t.state.epoch}")
-        model.train()  # tracing switched it to eval
-        yield scratch
-    finally:
-        model.train()
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class ResultHook(Hook):

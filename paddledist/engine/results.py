@@ -40,10 +40,8 @@ def model_entry(name: str, score, inference: bool, pir: bool) -> dict:
 
 
 def _models(t) -> dict:
-    from paddledist.stages.export import with_pir
-
     s, cfg = t.state, t.cfg
-    inference, pir = cfg.Train.uniform_output_enabled, with_pir(cfg, os.environ)
+    inference, pir = t.inference_pir is not None, bool(t.inference_pir)
     kept = min(LAST_NUM, cfg.Train.max_epoch_checkpoints or LAST_NUM)  # older epoch_N folders are gone
     saved = [h for h in s.history if h["epoch"] % cfg.Train.save_interval == 0][::-1][:kept]
     models = {f"last_{i}": {} for i in range(1, LAST_NUM + 1)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from typing import Optional
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,11 @@ class TrainState:
     history: list = field(default_factory=list)
     bad_samples: list = field(default_factory=list)
 
+    @property
+    def is_best(self) -> bool:
+        """This epoch's evaluation set the best top-1 so far (false for an epoch that was not evaluated)."""
+        return self.best_epoch == self.epoch and self.best_epoch > 0
+
 
 class Trainer:
     def __init__(self, cfg, dist, model, optimizer, scheduler, loader, sampler, hooks, scaler=None,
@@ -74,8 +80,8 @@ class Trainer:
         """Seconds the loop waited for the current batch."""
         self.comm_time = 0.0
         """Seconds of the current step's gradient exchange (0 when it did not exchange)."""
-        self.is_best = False
-        """Set by the evaluation hook after each epoch: this epoch's top-1 is the best so far."""
+        self.inference_pir: Optional[bool] = None
+        """Whether the checkpoints' inference/ holds a PIR program (json) or the legacy one; None: no inference/."""
         self.restarts: list = []
         """The supervisor's restarts of this job so far ({"cause", "epoch"}), for train_result.json."""
         self.machine: dict = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -13,8 +14,11 @@ from paddledist.config import Config, to_yaml
 from paddledist.data.pipeline import EvalBatchSampler, ImageDataset, TrainBatchSampler, Transform, make_loader
 from paddledist.engine import batchplan, cpu, latest, optim, sync
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.hooks import (CheckpointHook, DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook,
-                                     PreemptHook, ProgressHook, ResultHook, VisualDLHook)
+from paddledist.engine.checkpoint_hooks import CheckpointHook, PreemptHook
+from paddledist.engine.hooks import (DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook, ProgressHook,
+                                     ResultHook, VisualDLHook)
+from paddledist.engine.snapshot import restore
+from paddledist.stages import export
 from paddledist.engine.progress import Progress
 from paddledist.engine.schedule import resume_step, updates_per_epoch
 from paddledist.engine.trainer import Trainer, TrainState
@@ -83,6 +87,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
                       _hooks(cfg, dist, val_loader, own_latest), scaler, grad_sync)
     trainer.state = state
+    trainer.inference_pir = export.with_pir(cfg, os.environ) if t.uniform_output_enabled else None
     trainer.restarts = this_start(control.restarts_from(os.environ), resume.states if resume else None, batch)
     trainer.machine = control.machine_from(os.environ) or {"host": socket.gethostname(), "nic": "",
                                                             "device": cfg.Global.device}
@@ -108,7 +113,9 @@ def _model(cfg: Config, rec, pretrain, is_main: bool):
 
 
 def _hooks(cfg: Config, dist: DistEnv, val_loader, own_latest: bool) -> list:
-    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest), ResultHook(), DigestHook(),
+    exporter = functools.partial(export.write_inference, cfg) if cfg.Train.uniform_output_enabled else None
+    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest, exporter), ResultHook(),
+             DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]
     folder = os.environ.get(control.CONTROL_VAR)
     if folder:  # launched by a supervisor, which may ask for a save at the next step (a preemption)
@@ -157,24 +164,6 @@ def load_pretrained(model, pretrain, is_main: bool) -> None:
     if is_main:
         print(pretrain.fit.summary(pretrain.path), flush=True)
 
-
-def restore(model, optimizer, ckpt, accum_steps: int) -> TrainState:
-    """Continue at the epoch after the checkpoint (at its update, for a preemption checkpoint: the preflight
-    checked the global batch is the same; its micro-batches are counted again at this run's `accum_steps`),
-    keeping the best metric and history."""
-    states = ckpt.states or {}
-    s = TrainState()
-    updates = int(states.get("step_in_epoch", 0)) // int(states.get("accum_steps", accum_steps))
-    s.start_epoch, s.start_iter = int(states.get("epoch", 0)) + 1, updates * accum_steps
-    model.set_state_dict(ckpt.params)
-    if ckpt.opt:
-        optimizer.set_state_dict(ckpt.opt)
-    s.best_top1, s.best_epoch = float(states.get("best_top1", -1.0)), int(states.get("best_epoch", 0))
-    s.history, s.global_step = list(states.get("history", [])), int(states.get("global_step", 0))
-    s.bad_samples = list(states.get("bad_samples", []))
-    at = f" step {s.start_iter + 1}" if s.start_iter else ""
-    log.info("resumed from epoch %d; continuing at epoch %d%s", s.start_epoch - 1, s.start_epoch, at)
-    return s
 
 
 
