@@ -2,7 +2,7 @@
 
 Preemption needs a word from the supervisor to its ranks and one back, on the same machine: the supervisor
 creates `preempt` (a signal came here, or a peer relayed one); each rank looks for it at step boundaries
-(engine.hooks.PreemptHook: one stat call, then the ranks agree through one small all-reduce), saves, and
+(engine.checkpoint_hooks.PreemptHook: one stat call, then the ranks agree through one small all-reduce), saves, and
 creates `saved` before it exits 0, so the supervisor knows the clean end was a preemption. Files, not
 signals: paddle's launcher sits between the two and treats signals itself. The folder lives in the local
 temporary directory, never in Global.output.
