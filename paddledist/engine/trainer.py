@@ -1,4 +1,5 @@
-"""The training loop and its state. Hooks (hooks.py, checkpoint_hooks.py) do logging, evaluation, checkpoints and results.
+"""The training loop and its state. Hooks (hooks.py, checkpoint_hooks.py) do logging, evaluation, checkpoints,
+results.
 
 The trainer never starts processes and never reads paddle's environment variables: it gets a
 `DistEnv`. Gradients are averaged across ranks by `grad_sync` (engine/sync/): after the last backward of an
