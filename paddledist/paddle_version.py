@@ -4,7 +4,7 @@ launching process ~1 s, and a machine without paddle must hear how to get it in 
 paddledist declares no paddle build, as PaddleX and PaddleOCR do: the CPU build comes with the `cpu` extra, a
 GPU build from PaddlePaddle's own index for the machine's CUDA version. Every paddle 3.x release is supported;
 one newer than the newest tested runs after a warning, and what relies on paddle's internals checks itself
-(paddledist/paddle_internals.py) instead of the whole tool refusing.
+(paddledist/paddle_internals/) instead of the whole tool refusing.
 """
 
 from __future__ import annotations
