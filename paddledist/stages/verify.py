@@ -90,7 +90,6 @@ def verify(model, program: str, params: str, height: int, width: int,
     import paddle
 
     runner = runner or run_program
-
     if settings is None:
         settings, skipped = settings_here()
     batch = fixed_input(height, width)
