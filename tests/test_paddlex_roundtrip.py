@@ -114,6 +114,9 @@ def test_every_checkpoint_folder_has_paddlex_files(run):
                 "inference"} <= names, (folder, names)
         info = json.loads((out / folder / f"{folder}.info.json").read_text())
         assert {"epoch", "metric"} <= set(info)
+        # the per-checkpoint export checked its own answers too (PaddleX loads it regardless: the first test)
+        verified = yaml.safe_load((out / folder / "inference" / "inference.yml").read_text())["Verified"]
+        assert verified["settings"] and all(e["passed"] for e in verified["settings"]), verified
 
 
 # PaddleX's own training configs (paddlex/repo_apis/PaddleClas_api/configs/<name>.yaml, not in the wheel) feed

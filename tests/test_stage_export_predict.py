@@ -72,6 +72,8 @@ def test_export_writes_a_complete_inference_folder(exported):
                                                                      "interpolation": "BILINEAR"}
     assert spec["PostProcess"]["Topk"] == {"topk": 5, "label_list": [str(i) for i in range(10)]}
     assert not [p for p in exported.iterdir() if p.name.startswith(".inference")]
+    # the export stage checked the program against the model (tests/test_export_verify.py has the details)
+    assert [e["passed"] for e in spec["Verified"]["settings"]][:1] == [True]
 
 
 def test_predict_on_the_validation_images_matches_evaluate(exported, val_images):

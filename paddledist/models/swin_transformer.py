@@ -122,12 +122,14 @@ class SwinBlock(nn.Layer):
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
-        self._masks: dict = {}  # (padded H, W, dtype) -> mask; computed once, not part of the state
+        self._masks: dict = {}  # (padded H, W, dtype) -> mask; computed once in dygraph, not part of the state
 
     def mask(self, h: int, w: int, dtype) -> paddle.Tensor | None:
         if self.shift == 0:
             return None
         key = (h, w, str(dtype))
+        if not paddle.in_dynamic_mode():  # tracing (export): a value of that program, which dygraph cannot use
+            return paddle.to_tensor(shifted_window_mask(h, w, self.win, self.shift)).astype(dtype)
         if key not in self._masks:
             self._masks[key] = paddle.to_tensor(shifted_window_mask(h, w, self.win, self.shift)).astype(dtype)
         return self._masks[key]

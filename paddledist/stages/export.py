@@ -5,7 +5,9 @@ PIR program: with Global.export_with_pir, or FLAGS_json_format_model unset or tr
 inference.pdmodel (the legacy program: export_with_pir false and FLAGS_json_format_model=0) and
 inference.pdiparams; inference.yml beside them is PaddleX's (Global.model_name, PreProcess.transform_ops,
 PostProcess.Topk with the label names), so paddlex.create_model and PaddleX pipelines load the folder. The exported program ends in a softmax, so it
-outputs class probabilities (like PaddleX's exported classifiers). Everything is written into a temporary
+outputs class probabilities (like PaddleX's exported classifiers). The program is then run under every predictor
+setting this machine has and compared with the model (stages/verify.py): inference.yml's `Verified` section.
+Everything is written into a temporary
 folder first and renamed into place, so a failed export leaves any previous model as it was.
 Runs on the first machine only, in one process, on CPU (tracing needs no accelerator).
 """
@@ -24,7 +26,7 @@ from paddledist.errors import UserError
 from paddledist.fsio import atomic_write, guarded, remove
 from paddledist.models import check_model_name
 from paddledist.models.recipe import recipe
-from paddledist.stages import weights
+from paddledist.stages import verify, weights
 
 FOLDER, PREFIX, INPUT_NAME, TOPK = "inference", "inference", "x", 5
 
@@ -50,9 +52,15 @@ def write_inference(cfg: Config, model, folder: str, weight_path: str) -> None:
     """The inference program, its parameters and PaddleX's inference.yml into `folder` (created)."""
     os.makedirs(folder, exist_ok=True)
     rec = recipe(cfg)
-    save_program(model, (rec.input_height, rec.input_size), os.path.join(folder, PREFIX), with_pir(cfg, os.environ))
+    pir = with_pir(cfg, os.environ)
+    prefix = os.path.join(folder, PREFIX)
+    save_program(model, (rec.input_height, rec.input_size), prefix, pir)
+    checked = verify.verify(model, prefix + (".json" if pir else ".pdmodel"), prefix + ".pdiparams",
+                            rec.input_height, rec.input_size)
+    verify.warn_disagreements(cfg.Global.model, checked)
     atomic_write(os.path.join(folder, "inference.yml"),
-                 yaml.safe_dump(inference_yml(cfg, weight_path), sort_keys=False, allow_unicode=True))
+                 yaml.safe_dump({**inference_yml(cfg, weight_path), verify.SECTION: checked}, sort_keys=False,
+                                allow_unicode=True))
 
 
 def with_pir(cfg: Config, env) -> bool:

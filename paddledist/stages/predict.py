@@ -48,7 +48,8 @@ def run(cfg: Config, dist: DistEnv) -> None:
     inputs = list_inputs(resolve_input(cfg.Predict.input))
     model_dir = cfg.Predict.model_dir or default_model_dir(cfg.Global.output)
     exported = read_model_dir(model_dir)
-    predictor = make_predictor(exported, run_mode, cfg.Global.device)
+    run_mode, device = verified_setting(exported.spec, run_mode, cfg.Global.device)
+    predictor = make_predictor(exported.program, exported.params, run_mode, device)
     entries = [entry for start in range(0, len(inputs), cfg.Predict.batch_size)
                for entry in predict_batch(predictor, exported.spec, inputs[start:start + cfg.Predict.batch_size])]
     os.makedirs(cfg.Global.output, exist_ok=True)
@@ -122,11 +123,27 @@ def _is_paddlex_spec(spec) -> bool:
         return False
 
 
-def make_predictor(exported: Exported, run_mode: str, device: str):
+def verified_setting(spec: dict, run_mode: str, device: str) -> tuple[str, str]:
+    """(run_mode, device) as asked, unless export found the program disagreeing with its model there
+    (inference.yml's Verified section): then plain CPU kernels, said in one line."""
+    from paddledist.stages import verify
+
+    bad = verify.failed(spec, parse_device(device).kind, run_mode)
+    if bad is None or verify.failed(spec, "cpu", "paddle") is not None:
+        return run_mode, device  # nothing better to offer when plain kernels failed too (export said so)
+    why = (f"max |difference| of a probability {bad.get('max_abs_diff')} > {bad.get('tolerance')}"
+           if not bad.get("error") else bad["error"])
+    print(f"paddledist: predict: not using {bad.get('name')}: at export this program disagreed with its model "
+          f"there ({why}, paddle {spec[verify.SECTION].get('paddle_version')}); running plain CPU kernels "
+          "(run_mode paddle)", flush=True)
+    return "paddle", "cpu"
+
+
+def make_predictor(program: str, params: str, run_mode: str, device: str):
     import paddle
     from paddle import inference
 
-    config = inference.Config(exported.program, exported.params)
+    config = inference.Config(program, params)
     spec = parse_device(device)
     if spec.kind == "gpu":
         if not paddle.is_compiled_with_cuda():
