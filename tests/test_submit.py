@@ -108,10 +108,6 @@ def test_config_that_lists_machines_is_refused(capsys, tmp_path):
 
 @pytest.mark.unit
 def test_node_count_from_train_nnodes_is_not_passed_on(capsys):
-    from paddledist.config.schema import TrainConfig
-
-    if "nnodes" not in TrainConfig.__dataclass_fields__:
-        pytest.skip("Train.nnodes is not in this schema yet (the master-address mode adds it)")
     script = emit(capsys, "-o", "Train.nnodes=3", "Train.epochs_iters=1", "--emit", "slurm")
     assert sbatch_options(script)["--nodes"] == "3" and "nnodes" not in srun_argv(script)[-3]
     assert srun_argv(script)[-4:] == ["-o", "Train.epochs_iters=1", "${resume[@]}", "&"]

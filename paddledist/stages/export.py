@@ -1,14 +1,14 @@
 """The export stage: Export.weight_path (default best_model) -> a Paddle Inference model in Global.output/inference.
 
-`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = the recipe's input size: Train.input_size, or the model's design size when null; [None, 3, H, W] for non-square models) writes inference.json (paddle 3's
-PIR program: with Global.export_with_pir, or FLAGS_json_format_model unset or true, as PaddleX 3.7 decides) or
-inference.pdmodel (the legacy program: export_with_pir false and FLAGS_json_format_model=0) and
-inference.pdiparams; inference.yml beside them is PaddleX's (Global.model_name, PreProcess.transform_ops,
-PostProcess.Topk with the label names), so paddlex.create_model and PaddleX pipelines load the folder. The exported program ends in a softmax, so it
-outputs class probabilities (like PaddleX's exported classifiers). The program is then run under every predictor
-setting this machine has and compared with the model (stages/verify.py): inference.yml's `Verified` section.
-Everything is written into a temporary
-folder first and renamed into place, so a failed export leaves any previous model as it was.
+`paddle.jit.save` with an InputSpec [None, 3, S, S] (S = the recipe's input size: Train.input_size, or the model's
+design size when null; [None, 3, H, W] for non-square models) writes inference.json (paddle 3's PIR program: with
+Global.export_with_pir, or FLAGS_json_format_model unset or true, as PaddleX 3.7 decides) or inference.pdmodel
+(the legacy program: export_with_pir false and FLAGS_json_format_model=0) and inference.pdiparams; inference.yml
+beside them is PaddleX's (Global.model_name, PreProcess.transform_ops, PostProcess.Topk with the label names), so
+paddlex.create_model and PaddleX pipelines load the folder. The exported program ends in a softmax, so it outputs
+class probabilities (like PaddleX's exported classifiers). The program is then run under every predictor setting
+this machine has and compared with the model (stages/verify.py): inference.yml's `Verified` section. Everything
+is written into a temporary folder first and renamed into place, so a failed export leaves any previous model as it was.
 Runs on the first machine only, in one process, on CPU (tracing needs no accelerator).
 """
 
@@ -102,7 +102,8 @@ def inference_yml(cfg: Config, weight_path: str) -> dict:
     rec = recipe(cfg)  # the same resize/crop/mean/std that evaluation used
     return {
         "Global": {"model_name": cfg.Global.model, "num_classes": cfg.Train.num_classes,
-                   "input_size": rec.input_size, "input_height": rec.input_height, "input_name": INPUT_NAME, "weight_path": weight_path,
+                   "input_size": rec.input_size, "input_height": rec.input_height, "input_name": INPUT_NAME,
+                   "weight_path": weight_path,
                    "output": "probabilities"},
         "PreProcess": {"transform_ops": preprocess_spec(rec.input_size, rec.resize_short, rec.interpolation,
                                                         rec.mean, rec.std, rec.input_height)},
