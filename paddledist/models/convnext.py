@@ -9,28 +9,12 @@ from __future__ import annotations
 
 import paddle
 import paddle.nn as nn
+
+from paddledist.models.layers import DropPath, drop_path_rates
 from paddle.nn.initializer import Constant, TruncatedNormal
 
 VARIANTS = {"tiny": ((3, 3, 9, 3), (96, 192, 384, 768)), "small": ((3, 3, 27, 3), (96, 192, 384, 768)),
             "base": ((3, 3, 27, 3), (128, 256, 512, 1024)), "large": ((3, 3, 27, 3), (192, 384, 768, 1536))}
-
-
-def drop_path(x: paddle.Tensor, p: float, training: bool) -> paddle.Tensor:
-    """Stochastic depth: zero a whole sample's branch with probability p, scale survivors by 1/(1-p)."""
-    if p == 0.0 or not training:
-        return x
-    keep = 1.0 - p
-    mask = paddle.floor(keep + paddle.rand([x.shape[0]] + [1] * (x.ndim - 1), dtype=x.dtype))
-    return x / keep * mask
-
-
-class DropPath(nn.Layer):
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return drop_path(x, self.p, self.training)
 
 
 class ChannelsFirstLayerNorm(nn.Layer):
@@ -77,7 +61,7 @@ class ConvNeXt(nn.Layer):
             + [nn.Sequential(ChannelsFirstLayerNorm(dims[i]), nn.Conv2D(dims[i], dims[i + 1], 2, stride=2))
                for i in range(3)])
         total = sum(depths)
-        rates = [drop_path_rate * i / (total - 1) if total > 1 else 0.0 for i in range(total)]
+        rates = drop_path_rates(drop_path_rate, total)
         starts = [sum(depths[:i]) for i in range(4)]
         self.stages = nn.LayerList(
             [nn.Sequential(*[Block(dims[i], rates[starts[i] + j], layer_scale_init_value)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.drop_path import DropPath, drop_path_rates
+from paddledist.models.layers import DropPath, drop_path_rates
 
 # variant: (embedding width, blocks per stage, drop_path_rate, activation), PaddleClas's NET_CONFIG
 VARIANTS = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
+from paddledist.models.layers import batch_norm
 from paddledist.models.pp_lcnet import make_divisible
 
 # (kernel, expanded, out, se, act, stride) per unit
@@ -36,9 +37,8 @@ ACTS = {"hardswish": nn.Hardswish, "relu": nn.ReLU}
 class ConvBNLayer(nn.Layer):
     def __init__(self, c_in: int, c_out: int, k: int, stride: int, groups: int = 1, act: str | None = None):
         super().__init__()
-        no_decay = lambda: paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0))  # noqa: E731
         self.conv = nn.Conv2D(c_in, c_out, k, stride, (k - 1) // 2, groups=groups, bias_attr=False)
-        self.bn = nn.BatchNorm2D(c_out, weight_attr=no_decay(), bias_attr=no_decay())
+        self.bn = batch_norm(c_out)
         self.act = ACTS[act]() if act else None
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.drop_path import DropPath
+from paddledist.models.layers import DropPath, batch_norm
 
 # Blocks: ("cn", out, k, stride), ("er", out, mid, k, stride), ("uir", out, mid, k_start, k_mid, stride),
 # ("mqa", out, kv_dim, k, heads, kv_stride); k = 0 means that depthwise conv is absent.
@@ -75,15 +75,6 @@ VARIANTS = {
     "hybrid_large": (HYBRID_LARGE, 24, "gelu", 1e-5),
 }
 HEAD = 1280
-
-
-def no_decay() -> paddle.ParamAttr:
-    """Batch-norm parameters: exempt from an optimizer-wide L2 regularizer (PaddleClas's L2Decay(0.0))."""
-    return paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0))
-
-
-def batch_norm(channels: int) -> nn.BatchNorm2D:
-    return nn.BatchNorm2D(channels, weight_attr=no_decay(), bias_attr=no_decay())
 
 
 def activation(name: str) -> nn.Layer:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
+from paddledist.models.layers import batch_norm
+
 # size: (stem channels, layers per HG block, dropout, stages as (in, mid, out, blocks, downsample))
 VARIANTS = {
     "tiny": ((48, 48, 96), 5, 0.0,
@@ -29,18 +31,13 @@ VARIANTS = {
 HEAD_CHANNELS = 2048
 
 
-def no_decay() -> paddle.ParamAttr:
-    """Batch-norm parameters: exempt from an optimizer-wide L2 regularizer (PaddleClas's L2Decay(0.0))."""
-    return paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0))
-
-
 class ConvBNAct(nn.Layer):
     """Conv (no bias, 'same' padding for odd kernels) + batch norm, then ReLU when `act`."""
 
     def __init__(self, c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> None:
         super().__init__()
         self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False)
-        self.bn = nn.BatchNorm2D(c_out, weight_attr=no_decay(), bias_attr=no_decay())
+        self.bn = batch_norm(c_out)
         if act:
             self.act = nn.ReLU()
         self.use_act = act

@@ -15,7 +15,8 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.pp_hgnet import HEAD_CHANNELS, init_weights, no_decay
+from paddledist.models.layers import batch_norm
+from paddledist.models.pp_hgnet import HEAD_CHANNELS, init_weights
 
 LAB_LR = 0.01
 """Learning-rate multiplier of the LearnableAffineBlock scalars."""
@@ -65,7 +66,7 @@ class ConvBNAct(nn.Layer):
         super().__init__()
         padding = "SAME" if same else (k - 1) // 2
         self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=padding, groups=groups, bias_attr=False)
-        self.bn = nn.BatchNorm2D(c_out, weight_attr=no_decay(), bias_attr=no_decay())
+        self.bn = batch_norm(c_out)
         self.use_act, self.use_lab = act, act and lab
         if act:
             self.act = nn.ReLU()

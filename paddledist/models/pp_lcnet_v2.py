@@ -15,6 +15,7 @@ from typing import Sequence
 import paddle
 import paddle.nn as nn
 
+from paddledist.models.layers import batch_norm
 from paddledist.models.pp_lcnet import LastConvHead, make_divisible
 
 # stage: (in_channels, kernel, split_pw, use_rep, use_se, use_shortcut); a stage's blocks output 2x in_channels
@@ -31,10 +32,9 @@ ACTS = {"hardswish": nn.Hardswish, "relu": nn.ReLU, "relu6": nn.ReLU6, "prelu": 
 class ConvBNLayer(nn.Layer):
     def __init__(self, c_in: int, c_out: int, k: int, stride: int, groups: int = 1, act: str | None = "relu"):
         super().__init__()
-        no_decay = lambda: paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0))  # noqa: E731
         self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False,
                               weight_attr=paddle.ParamAttr(initializer=nn.initializer.KaimingNormal()))
-        self.bn = nn.BatchNorm2D(c_out, weight_attr=no_decay(), bias_attr=no_decay())
+        self.bn = batch_norm(c_out)
         self.act = ACTS[act]() if act is not None else None
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.drop_path import DropPath, drop_path_rates
+from paddledist.models.layers import DropPath, drop_path_rates
 
 # variant: (base width, blocks per stage)
 VARIANTS = {"S1": (24, (2, 2, 8, 3)), "S2": (32, (1, 2, 6, 2)), "S3": (32, (2, 2, 8, 4)), "S4": (32, (3, 3, 12, 5))}

@@ -20,7 +20,7 @@ import paddle.nn as nn
 import paddle.nn.functional as F
 from paddle.nn.initializer import Constant, TruncatedNormal
 
-from paddledist.models.drop_path import DropPath, drop_path_rates
+from paddledist.models.layers import DropPath, drop_path_rates
 
 # size -> (embed_dim, depths, num_heads, PaddleClas's default drop_path_rate for the ImageNet-1k weights)
 VARIANTS = {

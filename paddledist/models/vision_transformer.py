@@ -23,7 +23,7 @@ import paddle.nn as nn
 import paddle.nn.functional as F
 from paddle.nn.initializer import Constant, Normal, TruncatedNormal
 
-from paddledist.models.drop_path import DropPath, drop_path_rates
+from paddledist.models.layers import DropPath, drop_path_rates
 
 # patch, embed_dim, depth, heads, classify from the first patch token (True) or the class token (False)
 VARIANTS = {"base_patch16": (16, 768, 12, 12, True), "large_patch14": (14, 1024, 24, 16, False)}

@@ -1,4 +1,8 @@
-"""Stochastic depth (Huang et al., 2016), as PaddleClas's networks apply it: in training, each sample's branch
+"""Building blocks the model families share (as timm keeps `layers/`): stochastic depth and its per-block
+rates, and batch norm exempt from weight decay. Parameter-free or named by the layer that holds them, so
+moving them here changes no parameter name (the PaddleClas name/shape/output tests prove it).
+
+Stochastic depth (Huang et al., 2016), as PaddleClas's networks apply it: in training, each sample's branch
 is zeroed with probability p and the kept ones are scaled by 1/(1-p); in eval it is the identity."""
 
 from __future__ import annotations
@@ -28,3 +32,13 @@ def drop_path_rates(rate: float, blocks: int) -> list[float]:
     if blocks == 1:
         return [0.0]
     return [rate * i / (blocks - 1) for i in range(blocks)]
+
+
+def no_decay() -> paddle.ParamAttr:
+    """Batch-norm parameters: exempt from an optimizer-wide L2 regularizer (PaddleClas's L2Decay(0.0))."""
+    return paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0))
+
+
+def batch_norm(channels: int) -> nn.BatchNorm2D:
+    """BatchNorm2D whose scale and shift carry no weight decay, as PaddleClas builds them."""
+    return nn.BatchNorm2D(channels, weight_attr=no_decay(), bias_attr=no_decay())
