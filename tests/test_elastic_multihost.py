@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,3 +114,43 @@ def test_a_requeued_job_on_fewer_machines_starts_the_preempted_epoch_again(netns
     got = result(tmp_path)
     assert got["done_flag"] is True and got["world_size"] == 2 and got["start_epoch"] == 2
     assert [h["epoch"] for h in got["history"]] == list(range(1, EPOCHS + 1))
+
+
+def list_command(addresses, *extra: str) -> list[str]:
+    return [sys.executable, TRAIN, "-c", CONFIG, "-o", f"Train.dist_ips={','.join(addresses)}", "Global.output=out",
+            f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}", "Train.peer_timeout=60",
+            "Train.uniform_output_enabled=False", "Train.resume_path=auto", "Train.batch_size=8",
+            "Train.augment=False", "Train.log_interval=1", "Train.learning_rate=0.01", *heartbeat_overrides(), *extra]
+
+
+def test_the_first_host_lost_for_good_the_others_finish_with_the_same_math(netns_hosts, tmp_path):  # noqa: F811
+    """Three hosts; the first is killed with everything on it and its Global.output deleted. The command run again
+    on the other two, listing them, resumes from their own latest (engine/latest.py) at the same global batch
+    (3 x 8 as 2 ranks x 2 micro-batches of 6, engine/batchplan.py), and its final parameters equal an
+    uninterrupted 3-host run's (the same updates, summed in another order: a learning rate at which LeNet trains
+    smoothly, so rounding is not amplified; at 0.05 this batch makes the loss jump and 1e-7 differences grow)."""
+    import paddle
+
+    hosts = netns_hosts(3)
+    reference = start(hosts, tmp_path, "reference", list_command(hosts.addresses, "Global.output=ref"))
+    assert all(code == 0 for code, _ in wait_all(reference, timeout=300).values()), output(tmp_path, "reference", 0)
+    procs = start(hosts, tmp_path, "first", list_command(hosts.addresses))
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", f"epoch 2/{EPOCHS} iter 10/", procs)
+    kill_host(hosts, procs, 0)
+    shutil.rmtree(tmp_path / "host0" / "out")
+    for i, (code, _) in wait_all({i: procs[i] for i in (1, 2)}, timeout=120).items():
+        assert code != 0 and "node 0" in output(tmp_path, "first", i), output(tmp_path, "first", i)[-3000:]
+    survivors = hosts.addresses[1:]
+    again = {}
+    for i in (1, 2):
+        log = open(tmp_path / f"again.host{i}.txt", "w")
+        again[i] = hosts.popen(i, list_command(survivors), cwd=str(tmp_path / f"host{i}"), stdout=log,
+                               stderr=subprocess.STDOUT)
+    for i, (code, _) in wait_all(again, timeout=300).items():
+        assert code == 0, f"host {i}:\n{output(tmp_path, 'again', i)[-4000:]}"
+    log = (tmp_path / "host1" / "out" / "logs" / "train.rank0.log").read_text()
+    assert "keeping the global batch of 24 samples (the resumed checkpoint's) on 2 rank(s): per-rank batch 6" in log
+    assert "resumed from epoch 1; continuing at epoch 2" in log
+    want = paddle.load(str(tmp_path / "host0" / "ref" / "latest" / "latest.pdparams"), return_numpy=True)
+    got = paddle.load(str(tmp_path / "host1" / "out" / "latest" / "latest.pdparams"), return_numpy=True)
+    assert max(float(abs(want[k] - got[k]).max()) for k in want) <= 1e-5
