@@ -29,7 +29,7 @@ WRITER = textwrap.dedent("""
     import functools, os, sys
     import numpy as np
     import paddle  # imported before "ready": the kill must land in saves, not in the import
-    from paddledist.engine import checkpoint, hooks
+    from paddledist.engine import checkpoint, checkpoint_hooks
     out, epoch = sys.argv[1], int(sys.argv[2])
     print("ready", flush=True)
     while True:
@@ -39,7 +39,7 @@ WRITER = textwrap.dedent("""
         scratch = os.path.join(out, ".inference-scratch")
         os.makedirs(scratch, exist_ok=True)
         np.full((2 << 20,), epoch, np.float32).tofile(os.path.join(scratch, "inference.pdiparams"))
-        extra = functools.partial(hooks._add_info_and_inference, info={"epoch": epoch}, inference=scratch)
+        extra = functools.partial(checkpoint_hooks._add_info_and_inference, info={"epoch": epoch}, inference=scratch)
         checkpoint.save(out, "latest", params, {"m": np.full((4,), epoch, np.float32)}, states, link=True,
                         extra=extra)
         if epoch % 3 == 0:
