@@ -215,7 +215,7 @@ def take(job: Job, fault: Fault) -> dict:
         return {**row, "detected_s": None, "recovered_s": round(time.monotonic() - healed, 1), "redone": 0}
     job.wait(f"{fault.kind} detected", lambda: job.restarts() > restarts, 180)
     row["detected_s"], at = round(time.monotonic() - start, 1), job.size()
-    row["cause"] = job.text(0).split(RESTART)[-1].split("\n")[0].split(": ", 1)[-1][:160]
+    row["cause"] = job.text(0).split(RESTART)[-1].split("\n")[0].split(": ", 1)[-1].split("; relaunching")[0]
     last = max(job.steps())
     if after:
         after()
