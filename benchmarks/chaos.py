@@ -288,12 +288,33 @@ def format_row(row: dict) -> str:
             f"recovered after {row['recovered_s']}s  steps redone {row['redone']}")
 
 
+def short(cause: str) -> str:
+    """A restart's cause without its paths and explanations, for a table."""
+    full = "No space left on device" in cause
+    cause = cause.split(": cannot write")[0] + (": No space left on device" if full else "")
+    for tail in (" (Train.heartbeat_timeout", " (log:", ", pid"):
+        cause = cause.split(tail)[0]
+    return cause
+
+
+def markdown(got: dict) -> str:
+    """The per-fault table as docs/benchmarks.md shows it."""
+    lines = ["| # | fault | host | at step | detected after (s) | recovered after (s) | steps redone | cause (the "
+             "first host's supervisor) |", "|---|---|---|---|---|---|---|---|"]
+    for n, row in enumerate(got["faults"], 1):
+        detected = "-" if row["detected_s"] is None else row["detected_s"]
+        lines.append(f"| {n} | {row['kind']} | {row['host']} | {row['step']} | {detected} | {row['recovered_s']} | "
+                     f"{row['redone']} | {short(row['cause']) if 'cause' in row else '(no restart)'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--faults", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
     args = parser.parse_args()
     root = Path(args.keep or tempfile.mkdtemp(prefix="chaos"))
@@ -304,6 +325,8 @@ def main() -> None:
           f"{got['chaos_s']}s (uninterrupted {got['uninterrupted_s']}s)")
     print(f"final parameters equal to the uninterrupted run's: {'yes' if equal else 'NO'} "
           f"(max abs difference {got['max_abs_difference']:.2e})")
+    if args.markdown:
+        print(markdown(got))
     if args.json:
         Path(args.json).write_text(json.dumps(got, indent=1) + "\n")
     sys.exit(0 if equal and got["done_flag"] and not any(got["exit_codes"].values()) else 1)
