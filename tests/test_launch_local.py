@@ -227,3 +227,31 @@ def test_a_clean_end_is_told_as_done(capsys):
     peers = FakePeers()
     assert run([sys.executable, "-c", "print('ok')"], os.environ, PLAN, interval_s=0.1, peers=peers) == 0
     assert peers.told == [("done", None)]
+
+
+APPENDING_LAUNCHER = textwrap.dedent("""
+    import sys
+    log = sys.argv[1]
+    with open(log, "a") as f:  # paddle's launcher appends to a workerlog across the launches of a restart
+        f.write("step 9\\nTraceback: this launch's own error\\n")
+    print(f"Container rank 1 status failed cmd ['python', '-u', 'x.py'] code 3 log {log}", flush=True)
+    sys.exit(3)
+""")
+
+
+def test_an_earlier_launchs_lines_in_the_workerlog_are_not_this_failure(tmp_path, capsys):
+    """After a restart the workerlog still holds the previous launch's lines (here its broken collective): a rank
+    failing on its own now is still told at once, with no wait for a cause elsewhere (chaos, issue 31)."""
+    script, logs = tmp_path / "appending_launcher.py", tmp_path / "logs"
+    script.write_text(APPENDING_LAUNCHER)
+    logs.mkdir()
+    log = logs / "workerlog.1"
+    log.write_text("terminate called after throwing an instance of 'gloo::IoException'\n")
+    peers = FakePeers()
+    argv = [sys.executable, str(script), str(log), "--log_dir", str(logs)]
+    assert run(argv, os.environ, PLAN, interval_s=0.1, peers=peers) == 3
+    assert peers.told[0] == ("explain", 0), peers.told  # not runner.BLAME_WAIT_S: the cause is here
+    kind, reason = peers.told[1]
+    assert kind == "tell" and reason.startswith("rank 1 failed with exit code 3"), reason
+    err = capsys.readouterr().err
+    assert "this launch's own error" in err and "gloo::IoException" not in err, err

@@ -67,8 +67,27 @@ class Preemption:
 
 @dataclass
 class _Seen:
-    """What the output reader noticed: failed local ranks with exit code and log file."""
+    """What the output reader noticed: failed local ranks with exit code and log file. `offsets`: the size of
+    each file in the launch's --log_dir when it started; paddle's launcher appends to a workerlog, so what an
+    earlier launch (before a restart) wrote there is no part of this one's failure."""
     failed: dict[int, tuple[int, str]] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)
+
+    def tail(self, log: str, lines: int = 20) -> list[str]:
+        return tail(log, lines, since=self.offsets.get(os.path.abspath(log), 0))
+
+
+def _log_sizes(argv: Sequence[str]) -> dict[str, int]:
+    """{absolute path: size} of the files already in the launcher's --log_dir, if it names one."""
+    argv = list(argv)
+    if "--log_dir" not in argv[:-1]:
+        return {}
+    folder, sizes = os.path.abspath(argv[argv.index("--log_dir") + 1]), {}
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            sizes[path] = os.path.getsize(path)
+    return sizes
 
 
 def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers: Sequence[Watcher] = (),
@@ -86,11 +105,10 @@ def run_to_end(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, w
     """`run`, returning the cause with the code (for launch_stage's restarts), and handling `preemption`."""
     out, err = out or sys.stdout, err or sys.stderr
     watchers = [*watchers, peers.check] if peers else list(watchers)
-    tree = _Tree()
+    tree, seen = _Tree(), _Seen(offsets=_log_sizes(argv))
     procs.become_subreaper()
     proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, preexec_fn=_die_with_parent())
-    seen = _Seen()
     reader = threading.Thread(target=_pump, args=(proc.stdout, out, seen), daemon=True)
     reader.start()
     stop = _Stop(preemption)
@@ -194,13 +212,14 @@ def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: Cl
         print(f"paddledist: stopping the job: {blame}; the failures below on {here} follow from it",
               file=err, flush=True)
     for local_rank, (rank_code, log) in sorted(seen.failed.items()):
-        print(_rank_failure(plan, local_rank, rank_code, log), file=err, flush=True)
+        print(_rank_failure(plan, local_rank, rank_code, log, seen), file=err, flush=True)
     if peers and not blame and peers.check():
         print(f"paddledist: meanwhile: {peers.check()}", file=err, flush=True)
     if not seen.failed:
         print(f"paddledist: paddle.distributed.launch exited with code {code} on {here}; see its output above",
               file=err, flush=True)
-    return (code if code > 0 else (128 - code if code < 0 else 1)), None, blame or _summary(_own(seen), plan, code)
+    exit_code = code if code > 0 else (128 - code if code < 0 else 1)
+    return exit_code, None, blame or _summary(_own(seen), plan, code, seen)
 
 
 def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]) -> Optional[str]:
@@ -215,41 +234,43 @@ def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]
         return peers.explain(BLAME_WAIT_S)
     blame = peers.explain(0)
     if not blame:
-        peers.tell(_summary(own, plan, code))
+        peers.tell(_summary(own, plan, code, seen))
     return blame
 
 
 def _own(seen: _Seen) -> list:
     """The local ranks that failed for a reason of their own, not because their collectives broke."""
-    return [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log)]
+    return [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log, seen)]
 
 
-def _summary(own: list, plan: ClusterPlan, code: int) -> str:
+def _summary(own: list, plan: ClusterPlan, code: int, seen: _Seen) -> str:
     """What to tell the other machines: the first rank that failed on its own, else the launcher's exit."""
     here = f"node {plan.node_rank} ({plan.host})"
     if not own:
         return f"paddle.distributed.launch exited with code {code} on {here}"
     local_rank, rank_code, log = own[0]
-    error = paddle_texts.own_error(tail(log, lines=400))  # e.g. a full disk: the other machines read the cause
+    error = paddle_texts.own_error(seen.tail(log, lines=400))  # e.g. a full disk: the other machines read the cause
     said = f": {error}" if error else ""
     return f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code}{said} (log: {log} on {here})"
 
 
-def _collective_broke(log: str) -> bool:
-    return paddle_texts.collective_broke(tail(log, lines=400))
+def _collective_broke(log: str, seen: _Seen) -> bool:
+    return paddle_texts.collective_broke(seen.tail(log, lines=400))
 
 
-def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str) -> str:
+def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str, seen: _Seen) -> str:
     rank = plan.ranks[0] + local_rank
     head = (f"paddledist: rank {rank} (local rank {local_rank} on node {plan.node_rank}, {plan.host}) "
             f"failed with exit code {code}; last lines of {log}:")
-    return "\n".join([head, *("    " + line for line in tail(log))])
+    return "\n".join([head, *("    " + line for line in seen.tail(log))])
 
 
-def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024, since: int = 0) -> list[str]:
+    """The last `lines` lines of `path` (of its last `max_bytes`, and of what follows byte `since`)."""
     try:
         with open(path, "rb") as f:
-            f.seek(max(os.path.getsize(path) - max_bytes, 0))
+            size = os.path.getsize(path)
+            f.seek(max(size - max_bytes, since if since <= size else 0, 0))
             text = f.read().decode(errors="replace")
     except OSError as e:
         return [f"(cannot read it: {e.strerror})"]
