@@ -38,9 +38,7 @@ class CheckpointHook(Hook):
 
     def after_epoch(self, t) -> None:
         if self.own_latest and not t.dist.is_main:
-            params, opt, states, info = contents(t, t.state.epoch, 0)
-            checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True,
-                            extra=functools.partial(_add_info_and_inference, info=info, inference=None))
+            save_latest(t, t.state.epoch, 0)
         if not t.dist.is_main:
             return
         out, s = t.cfg.Global.output, t.state
@@ -74,15 +72,20 @@ class PreemptHook(Hook):
         if all_reduce_sum(np.array([asked]), t.dist)[0] == 0:
             return
         if t.dist.is_main or self.own_latest:
-            params, opt, states, info = contents(t, t.state.epoch - 1, t.iter + 1)
-            extra = functools.partial(_add_info_and_inference, info=info, inference=None)
-            checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True, extra=extra)
+            save_latest(t, t.state.epoch - 1, t.iter + 1)
         if t.dist.is_main:
             results.write_train_result(t, done=False)
             log.info("preempted: saved latest at epoch %d step %d/%d", t.state.epoch, t.iter + 1, n)
         barrier(t.dist)  # no rank leaves (and lets the launcher end the others) before every latest is saved
         open(self.saved, "a").close()
         raise Preempted(f"epoch {t.state.epoch} step {t.iter + 1}")
+
+
+def save_latest(t, epoch: int, step_in_epoch: int) -> None:
+    """`latest` alone, without inference/ (another machine's own copy, or a preemption's mid-epoch save)."""
+    params, opt, states, info = contents(t, epoch, step_in_epoch)
+    checkpoint.save(t.cfg.Global.output, "latest", params, opt, states, link=True,
+                    extra=functools.partial(_add_info_and_inference, info=info, inference=None))
 
 
 def _add_info_and_inference(folder: str, name: str, info: dict, inference) -> None:

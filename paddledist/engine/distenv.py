@@ -49,14 +49,14 @@ def all_reduce_sum(values: np.ndarray, dist: DistEnv) -> np.ndarray:
     return tensor.numpy()
 
 
-def broadcast_object(obj: Any, dist: DistEnv) -> Any:
-    """Rank 0's object on every rank (used to share a checkpoint that exists only on the first machine)."""
+def broadcast_object(obj: Any, dist: DistEnv, src: int = 0) -> Any:
+    """Rank `src`'s object on every rank (used to share a checkpoint that exists on one machine only)."""
     if not dist.distributed:
         return obj
     import paddle.distributed as pdist
 
     box = [obj]
-    pdist.broadcast_object_list(box, src=0)
+    pdist.broadcast_object_list(box, src=src)
     return box[0]
 
 

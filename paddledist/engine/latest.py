@@ -67,15 +67,7 @@ def agree_resume(output: str, dist: DistEnv, resume, auto: bool):
         if dist.is_main:
             log.info("Train.resume_path=auto: rank %d's latest (epoch %d, step %d of the next) is the newest any "
                      "machine holds (this machine's: %s); resuming from it", source, *newest, _describe(mine))
-    return broadcast_object(resume, dist) if source == 0 else _from(resume, source, dist)
-
-
-def _from(obj, source: int, dist: DistEnv):
-    import paddle.distributed as pdist
-
-    box = [obj]
-    pdist.broadcast_object_list(box, src=source)
-    return box[0]
+    return broadcast_object(resume, dist, src=source)
 
 
 def _step_of(ckpt) -> Optional[tuple[int, int]]:

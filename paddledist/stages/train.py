@@ -27,7 +27,7 @@ from paddledist.launch import control
 from paddledist.models import build_model, model_spec
 from paddledist.models.recipe import recipe
 from paddledist.stages.common import set_device, setup_logging
-from paddledist.stages.train_checks import AUTO, preflight
+from paddledist.stages.train_checks import is_auto, preflight
 
 log = logging.getLogger("paddledist")
 
@@ -46,8 +46,7 @@ def run(cfg: Config, dist: DistEnv) -> None:
         log.info("resolved config:\n%s", to_yaml(cfg))
         log.info("MKL: %s", " ".join(f"{k}={v}" for k, v in cpu_settings.items()) or "default code path")
         log.info("malloc: %s", " ".join(f"{k}={v}" for k, v in malloc.items()) or "as the environment sets it")
-    auto = str(cfg.Train.resume_path or "").strip().lower() == AUTO
-    resume = latest.agree_resume(cfg.Global.output, dist, resume, auto)
+    resume = latest.agree_resume(cfg.Global.output, dist, resume, is_auto(cfg.Train.resume_path))
     own_latest = latest.writes_latest(cfg.Global.output, dist)
     batch = batchplan.plan_for(cfg, dist.world_size, resume.states if resume else None)
     if batch.note and dist.is_main:

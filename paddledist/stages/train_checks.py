@@ -23,6 +23,11 @@ AUTO = "auto"
 """Train.resume_path: auto: continue from <Global.output>/latest when there is one (a restart, a requeued job)."""
 
 
+def is_auto(resume_path) -> bool:
+    """Train.resume_path=auto, however it is spelled."""
+    return str(resume_path or "").strip().lower() == AUTO
+
+
 def preflight(cfg: Config, dist: DistEnv, dry_run: bool = False):
     """Everything checkable before anything is written: model, data, labels, weight files."""
     check_model_name(cfg.Global.model)
@@ -58,7 +63,7 @@ def _same_batch_or_epoch_start(cfg: Config, resume, now: int):
     done = int(states.get("epoch", 0))
     where = (f"{resume.path} was saved at step {step} of epoch {done + 1} with a global batch of {saved} samples, "
              f"this run has {now}")
-    if str(cfg.Train.resume_path).strip().lower() != AUTO:
+    if not is_auto(cfg.Train.resume_path):
         raise UserError(f"Train.resume_path: {where}; resume a mid-epoch checkpoint with the same Train.batch_size, "
                         "number of processes and Train.accum_steps")
     again = (f"paddledist: Train.resume_path=auto: {where}; a mid-epoch checkpoint continues only at its own "
@@ -103,7 +108,7 @@ def _read_weights(cfg: Config, value, key: str, dist: DistEnv, dry_run: bool):
     # The file may exist on the first machine only: rank 0 reads it and shares it (see broadcast_object).
     if not value or not dist.is_main:
         return None
-    if key == "Train.resume_path" and value.strip().lower() == AUTO:
+    if key == "Train.resume_path" and is_auto(value):
         value = auto_resume(cfg.Global.output)
         if value is None:
             return None
