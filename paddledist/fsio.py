@@ -94,9 +94,11 @@ def atomic_path(path: str, needed: Optional[int] = None) -> Iterator[str]:
         fsync_path(os.path.dirname(os.path.abspath(path)))
 
 
-def atomic_write(path: str, data: Union[str, bytes]) -> None:
-    """Write `data` (text as UTF-8) to `path` atomically."""
+def atomic_write(path: str, data: Union[str, bytes], mode: Optional[int] = None) -> None:
+    """Write `data` (text as UTF-8) to `path` atomically; with `mode`, the file has it before it has the name."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     with atomic_path(path, len(raw)) as tmp:
         with open(tmp, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(raw)

@@ -29,7 +29,7 @@ SCHEMA_KEYS = {
     "Train.num_workers", "Train.momentum", "Train.weight_decay", "Train.optimizer", "Train.lr_scheduler",
     "Train.clip_grad_norm", "Train.scale_lr", "Train.accum_steps", "Train.global_batch_size", "Train.elastic_batch",
     "Train.amp", "Train.visualdl", "Train.fast_mkl_on_amd", "Train.grad_sync", "Train.grad_bucket_mb",
-    "Train.grad_compression", "Train.port", "Train.job_id", "Train.node_ip", "Train.peer_timeout",
+    "Train.grad_compression", "Train.port", "Train.job_id", "Train.job_secret_file", "Train.node_ip", "Train.peer_timeout",
     "Train.max_bad_samples",
     "Train.heartbeat_interval", "Train.heartbeat_timeout", "Train.max_restarts", "Train.preempt_grace",
     "Train.dist_master", "Train.nnodes", "Train.launch_style", "Train.stall_timeout",

@@ -64,6 +64,7 @@ def test_emitted_sbatch_script_trains_on_two_nodes(slurm_cluster, tmp_path):  # 
     assert done.returncode == 0, f"{done.stderr}\n{output[-5000:]}\n{cluster.logs()}"
     for i, node in enumerate(cluster.nodes):
         assert f"this node = node {i} of 2 ({cluster.hosts.addresses[i]}" in output, output[-4000:]
+    assert "not authenticated" not in output, "the script's job secret should authenticate the machines"
     result = json.loads((out / "train_result.json").read_text())
     assert (result["world_size"], result["done_flag"]) == (2, True)
     logs = sorted(out.glob("**/train.rank*.log"))

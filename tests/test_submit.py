@@ -134,7 +134,8 @@ def test_tool_exit_codes(tmp_path):
     bad = run("-c", str(tmp_path / "missing.yaml"), "--emit", "slurm", "--out", "x.sh")
     assert bad.returncode == 2 and "no such config file" in bad.stderr and not (tmp_path / "x.sh").exists()
     good = run("-c", CONFIG, "--emit", "k8s", "--out", "job.yaml")
-    assert good.returncode == 0 and (tmp_path / "job.yaml").read_text().count("\nkind: ") == 2
+    assert good.returncode == 0 and (tmp_path / "job.yaml").read_text().count("\nkind: ") == 3
+    assert (tmp_path / "job.yaml").stat().st_mode & 0o777 == 0o600  # it holds the job secret
 
 
 @pytest.mark.unit

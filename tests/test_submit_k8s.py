@@ -134,15 +134,23 @@ def test_the_schema_check_catches_broken_manifests(capsys):
     assert webhook_errors(dict(job, metadata={"name": "Paddle_Job"}))
 
 
-def operator_env(job: dict, index: int, pod_ip: str) -> dict[str, str]:
+def operator_env(job: dict, index: int, pod_ip: str, secrets: list[dict]) -> dict[str, str]:
     """What the operator and kubelet put in worker `index`'s environment (envvar.go's setPodEnv, collective
-    mode), with the container's own env and downward-API fields resolved as kubelet does."""
+    mode), with the container's own env, downward-API fields and Secret keys resolved as kubelet does."""
     name = job["metadata"]["name"]
     (box,) = job["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     ports = [p["containerPort"] for p in box.get("ports", []) if p.get("name") == "master"]
     port = ports[0] if ports else DEFAULT_PORT
     fields = {"status.podIP": pod_ip}
-    env = {e["name"]: e.get("value") or fields[e["valueFrom"]["fieldRef"]["fieldPath"]] for e in box.get("env", [])}
+    keys = {(d["metadata"]["name"], k): v for d in secrets for k, v in d["stringData"].items()}
+
+    def value(e: dict) -> str:
+        source = e.get("valueFrom", {})
+        if "secretKeyRef" in source:
+            return keys[source["secretKeyRef"]["name"], source["secretKeyRef"]["key"]]
+        return e.get("value") or fields[source["fieldRef"]["fieldPath"]]
+
+    env = {e["name"]: value(e) for e in box.get("env", [])}
     total = sum(spec["replicas"] for spec in job["spec"]["paddleReplicaSpecs"].values())
     env.update(PYTHONUNBUFFERED="1", PADDLE_JOB_ID=name, PADDLE_NNODES=str(total))
     if index == 0:
@@ -181,7 +189,7 @@ def test_pods_train_together_with_the_operators_environment(capsys, netns_hosts,
     with hosts_files(hosts, names):
         for i in range(2):
             env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "PYTHONPATH", "LANG")}
-            env.update(operator_env(job, i, hosts.addresses[i]))
+            env.update(operator_env(job, i, hosts.addresses[i], [d for d in docs if d["kind"] == "Secret"]))
             argv = [sys.executable if box["command"][0] == "python" else box["command"][0], *box["command"][1:],
                     *box["args"]]
             log = open(tmp_path / f"pod{i}.txt", "w")
@@ -191,6 +199,7 @@ def test_pods_train_together_with_the_operators_environment(capsys, netns_hosts,
     for i in procs:
         assert codes[i] == 0, f"pod {i}:\n{logs[i][-4000:]}"
         assert f"this node = node {i} of 2" in logs[i], logs[i][-2000:]
+        assert "not authenticated" not in logs[i], "the manifest's Secret should authenticate the machines"
     result = json.loads((out / "train_result.json").read_text())
     assert (result["world_size"], result["done_flag"]) == (2, True)
     logs = sorted(out.glob("**/train.rank*.log"))

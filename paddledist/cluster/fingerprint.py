@@ -25,6 +25,7 @@ PER_NODE = frozenset({
     "Global.output",  # each machine may write its own disk
     "Global.dataset_dir",  # the path may differ; its contents are compared under "data"
     "Train.node_ip",  # names this machine
+    "Train.job_secret_file",  # each machine's own copy of the secret; the secret itself is checked by auth.py
     "Train.resume_path", "Train.pretrain_weight_path",  # read on the first machine only and broadcast
 })
 """Keys allowed to differ between machines."""

@@ -214,7 +214,8 @@ class Peers:
             for message in messages:
                 self._handle(k, message)
             if closed:
-                self._lost(k, "its connection closed (its processes ended or the machine restarted)")
+                self._lost(k, self.links[k].broken or "its connection closed (its processes ended or the machine "
+                           "restarted)")
 
     def _handle(self, k: int, message: dict) -> None:
         if "done" in message:
@@ -271,7 +272,8 @@ class Peers:
         line = encode(message)
         for j in self._open():
             if j != skip:
-                self.links[j].queue_line(line)
+                link = self.links[j]
+                link.queue_line(line) if link.seal is None else link.queue(message)  # a MAC per connection
                 self._flush(j)
 
     def _flush(self, k: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
 from paddledist.cluster.addresses import check_address, resolve, validate_dist_ips
@@ -57,6 +57,9 @@ class ClusterPlan:
     min_nodes: int = 0
     """Train.nnodes MIN:MAX (master-address mode): once Train.peer_timeout has passed, node 0 continues with as
     few as this many machines; 0: every one of `nnodes` must come. Stays as given when the ranks are agreed."""
+    secret: Optional[bytes] = field(default=None, repr=False, compare=False)
+    """The job secret (cluster/auth.py) the control connections are authenticated with, None without one; set
+    by the launch stage, never printed."""
 
     @property
     def host(self) -> str:

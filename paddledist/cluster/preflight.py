@@ -7,20 +7,21 @@ all have joined and agree, node 0 answers "ok" to each and everyone launches; th
 the heartbeats (heartbeat.py). Otherwise every node fails with one line naming the missing or differing
 node and what differs, instead of paddle's launcher blocking forever. Plain TCP and JSON lines; no paddle.
 
-Node 0 reads the hellos on a selector (epoll on Linux, no descriptor limit), in whatever order they arrive, so a
-connection that says nothing delays nobody; its listen backlog and open-file limit are sized to the job.
+Node 0 reads the hellos through its door (door.py: in arrival order on a selector; a connection that is not
+from the node it claims, or fails the job secret (auth.py), is refused there and the job goes on); its listen
+backlog and open-file limit are sized to the job.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
-import selectors
 import socket
 import time
 from typing import Optional
 
-from paddledist.cluster import fdlimit, ports, rendezvous
+from paddledist.cluster import auth, fdlimit, ports, rendezvous
+from paddledist.cluster.door import Door
 from paddledist.cluster.fingerprint import differences
 from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.plan import ClusterPlan
@@ -33,8 +34,6 @@ REFUSAL_WAIT_S = 30.0
 """How long node 0, refusing to start, waits to tell the joining nodes why."""
 _MAX_SHOWN = 4
 """Differences listed in one message."""
-_HELLO_S = 5.0
-"""How long node 0 waits for a new connection's first line before dropping it as not one of ours."""
 
 
 def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers]:
@@ -115,107 +114,48 @@ def _check_ports_or_refuse(plan: ClusterPlan) -> None:
         check_ports_free(plan)
     except UserError as e:
         if ports.bind_error(plan.port) is None:
-            with _Door(_listen(plan.port, plan.nnodes)) as door:
-                deadline = time.monotonic() + min(plan.peer_timeout, REFUSAL_WAIT_S)
-                _tell_everyone(door, plan, {}, set(), deadline, {"ok": False, "error": str(e)})
+            with Door(plan) as door:
+                meeting = Meeting(plan, {}, time.monotonic() + min(plan.peer_timeout, REFUSAL_WAIT_S))
+                _tell_everyone(door, meeting, {"ok": False, "error": str(e)})
         raise
 
 
-def _listen(port: int, nnodes: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("", port))
-        sock.listen(max(64, nnodes))  # every machine may connect at once; the kernel caps it at somaxconn
-    except OSError as e:
-        sock.close()
-        raise UserError(f"node 0 cannot listen on Train.port {port} ({e.strerror}); another job may be "
-                        "running: stop it or choose another -o Train.port=...") from None
-    return sock
-
-
 def _serve(plan: ClusterPlan, mine: dict) -> tuple[dict[int, LineSocket], ClusterPlan]:
-    deadline = time.monotonic() + plan.peer_timeout
-    joined: dict = {}
-    hellos: dict = {}
-    told: set = set()
-    with _Door(_listen(plan.port, plan.nnodes)) as door:
+    meeting = Meeting(plan, mine, time.monotonic() + plan.peer_timeout)
+    with Door(plan) as door:
         try:
-            _gather(door, plan, mine, joined, hellos, told, deadline)
-            nodes = plan.nodes if plan.agreed else rendezvous.agree(plan, hellos)
+            _gather(door, meeting)
+            nodes = plan.nodes if plan.agreed else rendezvous.agree(plan, meeting.hellos)
         except UserError as e:
-            _tell_everyone(door, plan, joined, told, deadline, {"ok": False, "error": str(e)})
+            _tell_everyone(door, meeting, {"ok": False, "error": str(e)})
             raise
     if plan.agreed:
-        for link in joined.values():
+        for link in meeting.joined.values():
             link.send({"ok": True})
-        return joined, plan
-    links = {nodes.index(address): link for address, link in joined.items()}
+        return meeting.joined, plan
+    links = {nodes.index(address): link for address, link in meeting.joined.items()}
     for node, link in links.items():
         link.send({"ok": True, "nodes": list(nodes), "node": node})
     return links, dataclasses.replace(plan, nodes=nodes, agreed=True)
 
 
-class _Door:
-    """Node 0's listening socket and the connections that have not said hello yet, on one selector."""
+@dataclasses.dataclass
+class Meeting:
+    """Node 0's preflight so far: who joined (node or address -> connection), what node 0 keeps of each hello,
+    and who has been told the verdict."""
 
-    def __init__(self, server: socket.socket) -> None:
-        self.server = server
-        self.selector = selectors.DefaultSelector()
-        server.setblocking(False)
-        self.selector.register(server, selectors.EVENT_READ, None)
-        self.pending: dict[LineSocket, float] = {}
-        """Connections still to say hello -> when they must have; in arrival order, so the first is due first."""
-
-    def __enter__(self) -> "_Door":
-        return self
-
-    def __exit__(self, *_) -> None:
-        for link in self.pending:
-            link.close()
-        self.selector.close()
-        self.server.close()
-
-    def next(self, deadline: float) -> Optional[tuple[LineSocket, Optional[dict]]]:
-        """The next connection to finish its first line, with that message (None if not one of ours, or
-        nothing within _HELLO_S); None when the deadline passed."""
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                return None
-            first = next(iter(self.pending.items()), None)
-            if first is not None and first[1] <= now:
-                return self._release(first[0]), None
-            due = min(deadline, first[1]) if first else deadline
-            for key, _ in self.selector.select(min(due - now, 1.0)):
-                if key.data is None:
-                    self._admit(now)
-                    continue
-                message, done = key.data.receive_one()
-                if message is not None or done:
-                    return self._release(key.data), message
-
-    def _admit(self, now: float) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            conn.setblocking(False)
-            link = LineSocket(conn)
-            self.pending[link] = now + _HELLO_S
-            self.selector.register(conn, selectors.EVENT_READ, link)
-
-    def _release(self, link: LineSocket) -> LineSocket:
-        del self.pending[link]
-        self.selector.unregister(link.sock)
-        return link
+    plan: ClusterPlan
+    mine: dict
+    deadline: float
+    joined: dict = dataclasses.field(default_factory=dict)
+    hellos: dict = dataclasses.field(default_factory=dict)
+    told: set = dataclasses.field(default_factory=set)
 
 
-def _gather(door: _Door, plan: ClusterPlan, mine: dict, joined: dict, hellos: dict, told: set,
-            deadline: float) -> None:
+def _gather(door: Door, meeting: Meeting) -> None:
+    plan, joined = meeting.plan, meeting.joined
     while len(joined) < plan.nnodes - 1:
-        got = door.next(deadline)
+        got = door.next(meeting.deadline)
         if got is None and _enough(plan, joined):
             print(f"paddledist: continuing with {len(joined) + 1} of {plan.nnodes} machines (Train.nnodes="
                   f"{plan.min_nodes}:{plan.nnodes}; came within Train.peer_timeout={plan.peer_timeout}s: "
@@ -224,35 +164,29 @@ def _gather(door: _Door, plan: ClusterPlan, mine: dict, joined: dict, hellos: di
         if got is None:
             raise UserError(_missing_message(plan, joined))
         link, theirs = got
-        if theirs is None:  # not one of ours (a port scan, a stray client): ignore it
-            link.close()
-            continue
-        problem = mismatch(mine, theirs) or _duplicate(theirs, joined, plan)
+        problem = mismatch(meeting.mine, theirs) or _duplicate(theirs, joined, plan)
         if problem:
             _answer(link, {"ok": False, "error": problem})
-            told.add(str(rendezvous.who_key(plan, theirs)))
+            meeting.told.add(str(rendezvous.who_key(plan, theirs)))
             raise UserError(problem)
         joined[rendezvous.who_key(plan, theirs)] = link
-        hellos[rendezvous.who_key(plan, theirs)] = {"rank": theirs.get("rank")}  # all agree() reads: a whole
-        # hello holds the machine list, and a thousand of them kept until everyone came would be O(nodes^2)
+        meeting.hellos[rendezvous.who_key(plan, theirs)] = {"rank": theirs.get("rank")}  # all agree() reads: a
+        # whole hello holds the machine list, and a thousand of them kept until everyone came is O(nodes^2)
 
 
-def _tell_everyone(door: _Door, plan: ClusterPlan, joined: dict, told: set, deadline: float,
-                   verdict: dict) -> None:
+def _tell_everyone(door: Door, meeting: Meeting, verdict: dict) -> None:
     """Answer every node that came with the verdict; keep answering late ones until all were told or the
     deadline passes, so that no node waits out its timeout without knowing why."""
-    told.update(map(str, joined))
-    for link in joined.values():
+    meeting.told.update(map(str, meeting.joined))
+    for link in meeting.joined.values():
         _answer(link, verdict)
-    while not _all_told(plan, told):
-        got = door.next(deadline)
+    while not _all_told(meeting.plan, meeting.told):
+        got = door.next(meeting.deadline)
         if got is None:
             return
         link, theirs = got
-        if theirs is not None:
-            told.add(str(rendezvous.who_key(plan, theirs)))
-            _answer(link, verdict)
-        link.close()
+        meeting.told.add(str(rendezvous.who_key(meeting.plan, theirs)))
+        _answer(link, verdict)
 
 
 def _all_told(plan: ClusterPlan, told: set) -> bool:
@@ -302,37 +236,53 @@ def _missing_message(plan: ClusterPlan, joined: dict) -> str:
 def _join(plan: ClusterPlan, mine: dict) -> tuple[LineSocket, ClusterPlan]:
     link = LineSocket(_connect(plan, time.monotonic() + plan.peer_timeout))
     try:
-        link.send(mine)
-    except OSError as e:
-        link.close()
-        raise UserError(f"node 0 ({plan.nodes[0]}) dropped the preflight connection ({e.strerror})") from None
-    reply = link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
-    if reply is None or not reply.get("ok"):
-        link.close()
-    if reply is None:
-        raise UserError(f"node 0 ({plan.nodes[0]}) gave no preflight answer within Train.peer_timeout="
-                        f"{plan.peer_timeout}s; look at its output")
-    if not reply.get("ok"):
-        raise UserError(f"node 0 ({plan.nodes[0]}) reports: {reply.get('error')}")
-    try:
+        _introduce(link, plan, mine)
+        reply = link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
+        if reply is None:
+            raise UserError(f"node 0 ({plan.nodes[0]}) gave no preflight answer within Train.peer_timeout="
+                            f"{plan.peer_timeout}s; look at its output")
+        if not reply.get("ok"):
+            raise UserError(f"node 0 ({plan.nodes[0]}) reports: {reply.get('error')}")
         return link, rendezvous.placed(plan, reply)
     except UserError:
         link.close()
         raise
 
 
+def _introduce(link: LineSocket, plan: ClusterPlan, mine: dict) -> None:
+    """Read node 0's greeting, answer with this node's hello (sealed with the job secret, if any)."""
+    hub = f"node 0 ({plan.nodes[0]}:{plan.port})"
+    greet = link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
+    first, seal = auth.introduce(greet, mine, plan.secret, hub)
+    try:
+        link.send(first)
+    except OSError as e:
+        raise UserError(f"node 0 ({plan.nodes[0]}) dropped the preflight connection ({e.strerror})") from None
+    link.seal = seal
+
+
 def _connect(plan: ClusterPlan, deadline: float) -> socket.socket:
+    """A connection to node 0 sent from this node's own listed address, which node 0 checks."""
     master = (plan.nodes[0], plan.port)
     while True:
         remaining = deadline - time.monotonic()
         try:
-            return socket.create_connection(master, timeout=max(min(remaining, 2.0), 0.1))
+            return _connect_from(plan.host, master, max(min(remaining, 2.0), 0.1))
         except OSError as e:
             if remaining <= 0:
                 raise UserError(f"node 0 ({plan.nodes[0]}) did not answer on port {plan.port} within "
                                 f"Train.peer_timeout={plan.peer_timeout}s ({_reason(e)}): start the same command "
                                 "there, and check that TCP port is open between the machines") from None
             time.sleep(min(0.5, max(remaining, 0)))
+
+
+def _connect_from(source: str, target: tuple[str, int], timeout: float) -> socket.socket:
+    try:
+        return socket.create_connection(target, timeout=timeout, source_address=(source, 0))
+    except OSError as e:
+        if e.errno != errno.EADDRNOTAVAIL:  # not an address of this machine (a NAT's): let the kernel choose
+            raise
+    return socket.create_connection(target, timeout=timeout)
 
 
 def _reason(e: OSError) -> str:

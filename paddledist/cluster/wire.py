@@ -1,5 +1,7 @@
 """JSON lines over one TCP connection, with the connection's own read buffer, so the same socket can serve
-the preflight exchange (blocking, with timeouts) and then the heartbeat loop (non-blocking, select)."""
+the preflight exchange (blocking, with timeouts) and then the heartbeat loop (non-blocking, select). With a
+job secret, a `seal` (cluster/auth.py) wraps every message going out and checks every message coming in; a
+message that fails closes the connection's reading (`broken` says why)."""
 
 from __future__ import annotations
 
@@ -21,11 +23,15 @@ class LineSocket:
         self._in = b""
         self.out = b""
         """Bytes queued for sending in non-blocking mode (see flush)."""
+        self.seal = None
+        """The connection's auth.Seal once a job secret authenticated it, else None (plain JSON lines)."""
+        self.broken: Optional[str] = None
+        """Why this connection is no longer believed (a message failed the job secret's check), else None."""
 
     def send(self, message: dict, timeout: float = 5.0) -> None:
         """Blocking send of one message; raises OSError."""
         self.sock.settimeout(timeout)
-        self.sock.sendall(encode(message))
+        self.sock.sendall(self.encode(message))
 
     def read(self, timeout: float) -> Optional[dict]:
         """The next message, or None on timeout, a closed connection, or something that is not ours."""
@@ -43,7 +49,7 @@ class LineSocket:
                 return None
             self._in += chunk
         line, self._in = self._in.split(b"\n", 1)
-        return decode(line)
+        return self.decode(line)
 
     def receive_ready(self) -> tuple[list[dict], bool]:
         """After select says readable (non-blocking socket): the complete messages, and whether it closed."""
@@ -57,7 +63,13 @@ class LineSocket:
             return [], True
         self._in += chunk
         *lines, self._in = self._in.split(b"\n")
-        messages = [m for m in map(decode, lines) if m is not None]
+        messages = []
+        for line in lines:
+            message = self.decode(line)
+            if self.broken:
+                return messages, True
+            if message is not None:
+                messages.append(message)
         return messages, len(self._in) > MAX_LINE
 
     def receive_one(self) -> tuple[Optional[dict], bool]:
@@ -76,15 +88,15 @@ class LineSocket:
         if b"\n" not in self._in:
             return None, len(self._in) > MAX_LINE
         line, self._in = self._in.split(b"\n", 1)
-        message = decode(line)
+        message = self.decode(line)
         return message, message is None
 
     def queue(self, message: dict, limit: int = QUEUE_LIMIT) -> None:
         """Queue for `flush`; a peer that stopped reading gets no more than `limit` bytes queued."""
-        self.queue_line(encode(message), limit)
+        self.queue_line(self.encode(message), limit)
 
     def queue_line(self, line: bytes, limit: int = QUEUE_LIMIT) -> None:
-        """`queue` for a message encoded once for many links (a relay to every node)."""
+        """`queue` for a message encoded once for many links (a relay to every node); unsealed links only."""
         if len(self.out) < limit:
             self.out += line
 
@@ -99,6 +111,19 @@ class LineSocket:
                 return False
             self.out = self.out[sent:]
         return True
+
+    def encode(self, message: dict) -> bytes:
+        return encode(self.seal.wrap(message) if self.seal else message)
+
+    def decode(self, line: bytes) -> Optional[dict]:
+        """One line's message (None if not JSON); on a sealed connection, None and `broken` if it fails."""
+        message = decode(line)
+        if self.seal is None or message is None:
+            return message
+        opened = self.seal.unwrap(message)
+        if opened is None:
+            self.broken = "a message on its connection failed the job secret's check"
+        return opened
 
     def close(self) -> None:
         try:

@@ -133,6 +133,8 @@ class TrainConfig:
     """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
     job_id: str = "paddledist"
     """(paddledist) Job id passed to paddle.distributed.launch."""
+    job_secret_file: Optional[str] = None
+    """(paddledist) A file (readable by its owner only) holding the job secret that authenticates the machines' control connections on Train.port (HMAC-SHA256, docs/security.md); else the PADDLEDIST_JOB_SECRET variable; neither: unauthenticated, only each machine's address is checked."""
     node_ip: Optional[str] = None
     """(paddledist) This machine's address when interface matching cannot find it (else POD_IP)."""
     peer_timeout: int = 120

@@ -26,6 +26,8 @@ PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 """Dropped for the workers: a proxy can capture the job's own TCP traffic between machines."""
+SECRET_VARS = ("PADDLEDIST_JOB_SECRET",)
+"""Dropped for the workers: only the supervisor speaks the authenticated control protocol (cluster/auth.py)."""
 
 LAUNCHER_VARS = (
     # paddle's launcher lets these override its command line (args_envs.env_args_mapping, collective_compatible);
@@ -70,7 +72,7 @@ def launcher_argv(cfg: Config, plan: ClusterPlan, script: str, script_args: Sequ
 
 
 def launcher_env(plan: ClusterPlan, base_env: Mapping[str, str], package_root: str = PACKAGE_ROOT) -> dict[str, str]:
-    env = {k: v for k, v in base_env.items() if k not in PROXY_VARS and k not in LAUNCHER_VARS}
+    env = {k: v for k, v in base_env.items() if k not in (*PROXY_VARS, *LAUNCHER_VARS, *SECRET_VARS)}
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
     env["PYTHONPATH"] = os.pathsep.join([package_root, *paths])
     env["PYTHONUNBUFFERED"] = "1"  # the launcher's log lines reach the runner as they happen

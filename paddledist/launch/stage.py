@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Mapping, Sequence
 
 from paddledist import cluster
+from paddledist.cluster import auth
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
 from paddledist.launch import stall
@@ -43,7 +45,7 @@ def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
 def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: bool) -> int:
     """Plan, check, build and (unless dry_run) run the launcher that re-executes `script` in every worker;
     restarts after failures (Train.max_restarts) and preemption (exit PREEMPTED_EXIT) are handled here."""
-    plan = cluster.plan(cfg)
+    plan = dataclasses.replace(cluster.plan(cfg), secret=auth.job_secret(cfg.Train.job_secret_file))
     if not os.path.isfile(script):
         raise UserError(f"entry script {script} does not exist on this machine; every machine needs the same "
                         "code at the same path")
@@ -53,6 +55,8 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         _print_command(plan, argv, env)
         return 0
     _print_choices(plan, env)
+    if plan.nnodes > 1 and plan.secret is None:
+        print(auth.HINT, flush=True)
     with Control() as control:
         return _launch_with_restarts(cfg, plan, script, list(script_args), control)
 

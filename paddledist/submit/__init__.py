@@ -115,8 +115,9 @@ def train_script(checkout: str) -> Optional[str]:
     return path if os.path.isfile(path) else None
 
 
-def write_output(text: str, out: Optional[str], force: bool) -> None:
-    """`text` to `out` (atomically; an existing file only with --force), or to stdout without --out."""
+def write_output(text: str, out: Optional[str], force: bool, private: bool = False) -> None:
+    """`text` to `out` (atomically; an existing file only with --force; readable by its owner only when
+    `private`: it holds a job secret), or to stdout without --out."""
     from paddledist.fsio import atomic_write
 
     if out is None:
@@ -126,4 +127,4 @@ def write_output(text: str, out: Optional[str], force: bool) -> None:
         raise UserError(f"--out {out} exists; choose another file or add --force to replace it")
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise UserError(f"--out {out}: folder {os.path.dirname(os.path.abspath(out))} does not exist")
-    atomic_write(out, text)
+    atomic_write(out, text, mode=0o600 if private else None)

@@ -67,7 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         text = render(args)
-        write_output(text, args.out, args.force)
+        write_output(text, args.out, args.force, private=args.emit == "k8s")  # its Secret holds the job secret
         if args.out:
             print(f"paddledist: wrote {args.out} ({args.emit})", file=sys.stderr)
         return 0

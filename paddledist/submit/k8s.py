@@ -1,4 +1,5 @@
-"""`--emit k8s`: a ConfigMap holding the config, and a Kubeflow PaddleJob (training-operator, kubeflow.org/v1).
+"""`--emit k8s`: a ConfigMap holding the config, a Secret holding a new job secret (written readable by its
+owner only), and a Kubeflow PaddleJob (training-operator, kubeflow.org/v1).
 
 Collective mode (Worker replicas only): the operator gives every pod PADDLE_MASTER (worker 0's address and
 the container port named `master`), PADDLE_NNODES and PADDLE_JOB_ID, but no rank; the training command meets
@@ -14,6 +15,7 @@ from typing import Optional
 
 import yaml
 
+from paddledist.cluster.auth import SECRET_ENV, new_secret
 from paddledist.errors import UserError
 from paddledist.submit import JobSpec, dense_ids
 
@@ -26,6 +28,8 @@ DEFAULT_CONFIG_DIR = "/etc/paddledist"
 CONFIG_FILE = "config.yaml"
 ACCELERATOR_RESOURCES = {"gpu": "nvidia.com/gpu"}
 """Extended-resource names of the device plugins; other kinds need --accelerator-resource."""
+SECRET_KEY = "job-secret"
+"""The key of the job secret in the Secret object."""
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -82,7 +86,9 @@ def container(job: JobSpec, opts: K8sOptions) -> dict:
         "command": ["python", f"{opts.workdir.rstrip('/')}/tools/train.py"],
         "args": args,
         "ports": [{"name": "master", "containerPort": job.port + 1, "protocol": "TCP"}],
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": SECRET_ENV, "valueFrom": {"secretKeyRef": {"name": secret_name(job, opts),
+                                                                    "key": SECRET_KEY}}}],
         "resources": resources(job, opts),
         "volumeMounts": [{"name": "config", "mountPath": opts.config_dir, "readOnly": True},
                          {"name": "dshm", "mountPath": "/dev/shm"}],
@@ -106,6 +112,16 @@ def paddle_job(job: JobSpec, opts: K8sOptions) -> dict:
                      "paddleReplicaSpecs": {"Worker": worker}}}
 
 
+def secret_name(job: JobSpec, opts: K8sOptions) -> str:
+    return f"{job_name(job, opts)}-secret"
+
+
+def job_secret(job: JobSpec, opts: K8sOptions, value: str) -> dict:
+    """The Secret every pod reads PADDLEDIST_JOB_SECRET from (the machines' control connections, docs/security.md)."""
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata(secret_name(job, opts), opts),
+            "type": "Opaque", "stringData": {SECRET_KEY: value}}
+
+
 def config_map(job: JobSpec, opts: K8sOptions) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(f"{job_name(job, opts)}-config", opts),
             "data": {CONFIG_FILE: job.config_text}}
@@ -120,7 +136,7 @@ def render(job: JobSpec, opts: K8sOptions) -> str:
     """Both objects as one YAML stream, for `kubectl apply -f`."""
     header = (f"# Written by `tools/submit.py --emit k8s` for {job.config_path!r}; apply with `kubectl apply -f`.\n"
               "# Needs Kubeflow's training-operator (PaddleJob, kubeflow.org/v1).\n")
-    docs = [config_map(job, opts), paddle_job(job, opts)]
+    docs = [config_map(job, opts), job_secret(job, opts, new_secret()), paddle_job(job, opts)]
     return header + yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 

@@ -80,6 +80,14 @@ def resume_lines(job: JobSpec) -> list[str]:
             "fi"]
 
 
+def secret_lines(opts: SlurmOptions) -> list[str]:
+    """Bash that makes one job secret per run (unless one is given) for srun to pass to every node's command."""
+    make = shlex.join([opts.python, "-c", "import secrets; print(secrets.token_hex(32))"])
+    return ["# The machines authenticate their control connections with one secret made here (docs/security.md);",
+            "# srun passes this shell's environment to every node's command.",
+            f'export PADDLEDIST_JOB_SECRET="${{PADDLEDIST_JOB_SECRET:-$({make})}}"']
+
+
 def render(job: JobSpec, opts: SlurmOptions) -> str:
     """The whole sbatch script."""
     srun = ["srun", "--nodes", str(job.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1",
@@ -90,6 +98,7 @@ def render(job: JobSpec, opts: SlurmOptions) -> str:
         "# The nodes come from Slurm (SLURM_JOB_NODELIST, SLURM_NNODES, SLURM_NODEID): nothing here names one.",
         *sbatch_lines(job, opts),
         "set -euo pipefail",
+        *secret_lines(opts),
         *resume_lines(job),
         "# USR1 (120 s before the end): the step saves latest at one agreed step and exits 75 (|| true: set -e"
         "\n# would otherwise end this script there), then the job is requeued and resumes.",

@@ -1,0 +1,148 @@
+"""Node 0's door on Train.port during the preflight: the listening socket and the connections that have not
+said hello yet, on one selector (epoll on Linux, no descriptor limit), read in whatever order they arrive, so
+a connection that says nothing delays nobody. Every new connection is greeted with a nonce (cluster/auth.py);
+a hello that fails the job secret, or claims a node whose listed address it does not come from, is refused:
+named in one line here, told to the peer, and the job goes on. Only hellos that pass come out of `next`.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import sys
+import time
+from typing import Optional
+
+from paddledist.cluster import auth
+from paddledist.cluster.plan import ClusterPlan
+from paddledist.cluster.wire import LineSocket, encode
+from paddledist.errors import UserError
+
+HELLO_S = 5.0
+"""How long node 0 waits for a new connection's first line before dropping it as not one of ours."""
+
+
+def listen(port: int, nnodes: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("", port))
+        sock.listen(max(64, nnodes))  # every machine may connect at once; the kernel caps it at somaxconn
+    except OSError as e:
+        sock.close()
+        raise UserError(f"node 0 cannot listen on Train.port {port} ({e.strerror}); another job may be "
+                        "running: stop it or choose another -o Train.port=...") from None
+    return sock
+
+
+class Door:
+    """Node 0's listening socket and the connections still to say hello."""
+
+    def __init__(self, plan: ClusterPlan) -> None:
+        self.plan = plan
+        self.server = listen(plan.port, plan.nnodes)
+        self.selector = selectors.DefaultSelector()
+        self.server.setblocking(False)
+        self.selector.register(self.server, selectors.EVENT_READ, None)
+        self.pending: dict[LineSocket, tuple[float, str]] = {}
+        """Connection -> (when it must have said hello, the nonce it was greeted with); in arrival order."""
+        self.rejected: list[str] = []
+        """One line per refused connection, as printed."""
+
+    def __enter__(self) -> "Door":
+        return self
+
+    def __exit__(self, *_) -> None:
+        for link in self.pending:
+            link.close()
+        self.selector.close()
+        self.server.close()
+
+    def next(self, deadline: float) -> Optional[tuple[LineSocket, dict]]:
+        """The next connection whose hello passed, with that hello; None when the deadline passed."""
+        while True:
+            got = self._first_line(deadline)
+            if got is None:
+                return None
+            link, message, nonce = got
+            hello = self._admitted(link, message, nonce) if message is not None else None
+            if hello is not None:
+                return link, hello
+            link.close()
+
+    def _first_line(self, deadline: float) -> Optional[tuple[LineSocket, Optional[dict], str]]:
+        """The next connection to finish its first line (None as the message when it said nothing within
+        HELLO_S or nothing of ours), or None at the deadline."""
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            first = next(iter(self.pending.items()), None)
+            if first is not None and first[1][0] <= now:
+                return first[0], None, self._release(first[0])
+            due = min(deadline, first[1][0]) if first else deadline
+            for key, _ in self.selector.select(min(due - now, 1.0)):
+                if key.data is None:
+                    self._accept(now)
+                    continue
+                message, done = key.data.receive_one()
+                if message is not None or done:
+                    return key.data, message, self._release(key.data)
+
+    def _admitted(self, link: LineSocket, message: dict, nonce: str) -> Optional[dict]:
+        hello, seal, why = auth.admit(message, nonce, self.plan.secret)
+        why = why or self._source_problem(link, hello)
+        if why:
+            self._refuse(link, why)
+            return None
+        link.seal = seal
+        return hello
+
+    def _source_problem(self, link: LineSocket, hello: dict) -> Optional[str]:
+        plan = self.plan
+        if plan.agreed:
+            node = hello.get("node")
+            known = isinstance(node, int) and 0 < node < plan.nnodes
+            listed = plan.nodes[node] if known else None
+            name = plan.names[node] if known and len(plan.names) == plan.nnodes else None
+        else:
+            node = listed = name = hello.get("address") if isinstance(hello.get("address"), str) else None
+        return auth.source_problem(node, listed, name, _peer(link))
+
+    def _refuse(self, link: LineSocket, why: str) -> None:
+        line = f"paddledist: node 0 rejected a connection from {_peer(link)}: {why}"
+        self.rejected.append(line)
+        print(line, file=sys.stderr, flush=True)
+        try:
+            link.send({"ok": False, "error": f"rejected this connection: {why}"}, 1.0)
+        except OSError:
+            pass
+
+    def _accept(self, now: float) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            nonce, greet = auth.greeting(self.plan.secret)
+            try:
+                conn.send(encode(greet))  # a few dozen bytes into a fresh socket's buffer: never blocks
+            except OSError:
+                conn.close()
+                continue
+            link = LineSocket(conn)
+            self.pending[link] = (now + HELLO_S, nonce)
+            self.selector.register(conn, selectors.EVENT_READ, link)
+
+    def _release(self, link: LineSocket) -> str:
+        _, nonce = self.pending.pop(link)
+        self.selector.unregister(link.sock)
+        return nonce
+
+
+def _peer(link: LineSocket) -> str:
+    try:
+        return str(link.sock.getpeername()[0])
+    except OSError:
+        return "an address that has gone"
