@@ -15,6 +15,7 @@ import argparse
 import json
 import socket
 import sys
+import time
 from typing import Optional
 
 from paddledist.cluster.auth import introduce
@@ -31,10 +32,18 @@ def _plan(args: argparse.Namespace) -> ClusterPlan:
                        names=nodes)
 
 
-def _connect(hub: str, source: Optional[str]) -> LineSocket:
+def _connect(hub: str, source: Optional[str], wait_s: float = 60.0) -> LineSocket:
+    """A connection to the hub, retried until it listens (its preflight may not have started yet)."""
     host, port = hub.rsplit(":", 1)
-    return LineSocket(socket.create_connection((host, int(port)), timeout=10,
-                                               source_address=(source, 0) if source else None))
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return LineSocket(socket.create_connection((host, int(port)), timeout=10,
+                                                       source_address=(source, 0) if source else None))
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _sealed(greet: dict, message: dict, secret: bytes) -> dict:
