@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -144,3 +145,17 @@ def test_a_node_range_asks_the_scheduler_for_its_maximum(capsys):
     assert sbatch_options(script)["--nodes"] == "3" and "nnodes" not in srun_argv(script)[-3]
     assert main(["-c", CONFIG, "--emit", "slurm", "-o", "Train.nnodes=2:3", "--nodes", "2"]) == 2
     assert "--nodes 2 but -o Train.nnodes=2:3" in capsys.readouterr().err
+
+
+@pytest.mark.multiproc
+def test_the_sbatch_script_exports_one_secret_per_run_and_keeps_a_given_one(capsys):
+    script = emit(capsys, "--emit", "slurm", "--nodes", "2")
+    (line,) = [x for x in script.splitlines() if x.startswith("export PADDLEDIST_JOB_SECRET=")]
+    show = line + '\necho "$PADDLEDIST_JOB_SECRET"\n'
+    env = {k: v for k, v in os.environ.items() if k != "PADDLEDIST_JOB_SECRET"}
+    made = [subprocess.run(["bash", "-c", show], env=env, capture_output=True, text=True).stdout.strip()
+            for _ in range(2)]
+    assert all(len(m) == 64 for m in made) and made[0] != made[1]
+    given = subprocess.run(["bash", "-c", show], env={**env, "PADDLEDIST_JOB_SECRET": "kept-0123456789abcdef"},
+                           capture_output=True, text=True).stdout.strip()
+    assert given == "kept-0123456789abcdef"

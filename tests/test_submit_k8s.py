@@ -204,3 +204,15 @@ def test_pods_train_together_with_the_operators_environment(capsys, netns_hosts,
     assert (result["world_size"], result["done_flag"]) == (2, True)
     logs = sorted(out.glob("**/train.rank*.log"))
     assert len(logs) == 2 and len({final_digest(p) for p in logs}) == 1
+
+
+@pytest.mark.unit
+def test_every_pod_reads_a_new_job_secret_from_the_manifests_secret(capsys):
+    docs = emit(capsys, "--nodes", "2")
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    (box,) = paddle_job(docs)["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    (ref,) = [e["valueFrom"]["secretKeyRef"] for e in box["env"] if e["name"] == "PADDLEDIST_JOB_SECRET"]
+    value = secret["stringData"][ref["key"]]
+    assert ref["name"] == secret["metadata"]["name"] and re.fullmatch(r"[0-9a-f]{64}", value)
+    again = [d for d in emit(capsys, "--nodes", "2") if d["kind"] == "Secret"][0]["stringData"][ref["key"]]
+    assert again != value  # one secret per job
