@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Optional
 
 import psutil
 
+from paddledist.cluster.auth import new_secret
 from paddledist.testing.controlplane import Simulation
 
 
@@ -31,17 +33,17 @@ def hub_usage(sim: Simulation, window_s: float) -> tuple[float, float]:
     return cpu, hub.memory_info().rss / 2**20
 
 
-def measure(nnodes: int, window_s: float) -> dict:
+def measure(nnodes: int, window_s: float, secret: Optional[bytes] = None) -> dict:
     """Every figure for one N; each job's nodes are fresh processes."""
-    row: dict = {"nodes": nnodes}
-    with Simulation(nnodes) as sim:
+    row: dict = {"nodes": nnodes, "secret": secret is not None}
+    with Simulation(nnodes, secret=secret) as sim:
         joins = [sim.join()]
         row["hub_cpu"], row["hub_rss_mb"] = hub_usage(sim, window_s)
         lost = sim.detect(nnodes - 1)
-    with Simulation(nnodes) as sim:
+    with Simulation(nnodes, secret=secret) as sim:
         joins.append(sim.join())
         stopped = sim.stop(nnodes - 1)
-    with Simulation(nnodes) as sim:
+    with Simulation(nnodes, secret=secret) as sim:
         joins.append(sim.join())
         row["all_done_s"] = sim.all_done()
     for what, got in (("detect", lost), ("stop", stopped)):
@@ -77,10 +79,13 @@ def main() -> None:
     parser.add_argument("--nodes", default="2,16,128,1024,4096", help="node counts, comma-separated")
     parser.add_argument("--window", type=float, default=10.0, help="seconds over which the hub's CPU is read")
     parser.add_argument("--plot", help="also write a PNG of the figures here (needs matplotlib)")
+    parser.add_argument("--secret", action="store_true", help="with a job secret: every hello challenged, every "
+                        "message sealed with an HMAC (cluster/auth.py)")
     args = parser.parse_args()
+    secret = new_secret().encode() if args.secret else None
     rows = []
     for n in args.nodes.split(","):
-        rows.append(measure(int(n), args.window))
+        rows.append(measure(int(n), args.window, secret))
         print(json.dumps(rows[-1]), flush=True)
     if args.plot:
         plot(rows, args.plot)

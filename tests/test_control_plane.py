@@ -71,3 +71,17 @@ def test_256_simulated_nodes_join_name_one_loss_everywhere_and_finish():
     with controlplane.Simulation(256) as sim:
         sim.join()
         assert sim.all_done() < 10  # raises when any node's outcome is a failure
+
+
+@pytest.mark.multiproc
+def test_with_a_job_secret_256_nodes_join_sealed_stop_everywhere_and_finish():
+    """Every hello challenged and every message sealed (cluster/auth.py): the stop relay and all-done still reach
+    every node, which they could not if any sealed message failed its check (the link would be lost)."""
+    secret = b"a-simulated-job-secret-0123456789"
+    with controlplane.Simulation(256, secret=secret) as sim:
+        sim.join()
+        stopped = sim.stop(255)
+        assert stopped["named"] == stopped["others"] == 255, stopped["unnamed"]
+    with controlplane.Simulation(256, secret=secret) as sim:
+        sim.join()
+        sim.all_done()  # raises when any node's outcome is a failure

@@ -34,18 +34,20 @@ def address(i: int) -> str:
     return f"127.0.{i // 254}.{i % 254 + 1}"
 
 
-def sim_plan(nodes: tuple[str, ...], rank: int, port: int, interval_s: float, timeout_s: float) -> ClusterPlan:
-    """The plan each simulated node computes, as from Train.dist_ips on a real cluster (one shared tuple)."""
+def sim_plan(nodes: tuple[str, ...], rank: int, port: int, interval_s: float, timeout_s: float,
+             secret: Optional[bytes] = None) -> ClusterPlan:
+    """The plan each simulated node computes, as from Train.dist_ips on a real cluster (one shared tuple); with
+    `secret`, every connection is authenticated and every message sealed (cluster/auth.py)."""
     return ClusterPlan(nodes=nodes, node_rank=rank, ifname="lo", device=DeviceSpec("cpu", (0,)), port=port,
                        job_id="sim", peer_timeout=300, source="simulated node", heartbeat_interval=interval_s,
-                       heartbeat_timeout=timeout_s)
+                       heartbeat_timeout=timeout_s, secret=secret)
 
 
 class Simulation:
     """N simulated nodes of one job, in processes started and ready; `join()` runs the preflight on all."""
 
     def __init__(self, nnodes: int, interval_s: float = 5.0, timeout_s: float = 60.0,
-                 per_process: int = NODES_PER_PROCESS) -> None:
+                 per_process: int = NODES_PER_PROCESS, secret: Optional[bytes] = None) -> None:
         if nnodes < 2:
             raise ValueError("a simulated job needs at least 2 nodes")
         self.nnodes, self.port = nnodes, free_ports(2)
@@ -56,8 +58,8 @@ class Simulation:
         self.procs = []
         for group in self.groups:
             mine, theirs = context.Pipe()
-            proc = context.Process(target=_serve_group, args=(theirs, group, nnodes, self.port, interval_s, timeout_s),
-                                   name=f"paddledist-sim-{group[0]}", daemon=True)
+            args = (theirs, group, nnodes, self.port, interval_s, timeout_s, secret)
+            proc = context.Process(target=_serve_group, args=args, name=f"paddledist-sim-{group[0]}", daemon=True)
             proc.start()
             self.conns.append(mine)
             self.procs.append(proc)
@@ -149,11 +151,11 @@ class Simulation:
 
 
 def _serve_group(conn: Connection, ranks: Sequence[int], nnodes: int, port: int, interval_s: float,
-                 timeout_s: float) -> None:
+                 timeout_s: float, secret: Optional[bytes]) -> None:
     """One simulator process: its nodes answer the parent's commands until "quit"."""
     ensure_open_files(SPARE + FDS_PER_NODE * len(ranks), f"a simulator process of {len(ranks)} nodes")
     nodes = tuple(address(i) for i in range(nnodes))
-    group = _Group([sim_plan(nodes, r, port, interval_s, timeout_s) for r in ranks])
+    group = _Group([sim_plan(nodes, r, port, interval_s, timeout_s, secret) for r in ranks])
     conn.send("ready")
     while True:
         command, *args = conn.recv()
