@@ -1,17 +1,15 @@
 """Heartbeats between the supervisors, over the connections the preflight opened (no extra port).
 
-Node 0 (the hub) keeps one connection per other node; each other node keeps its one connection to node 0.
-Every Train.heartbeat_interval seconds each side sends {"beat": node}. The hub declares a node lost when its
-connection closes (its processes were killed: the kernel closes their sockets at once) or when nothing came
-for Train.heartbeat_timeout seconds (its link or machine is down), and tells every other node
-{"lost": node, "why": ...}. A node that loses node 0 decides the same on its own. A node whose own workers
-fail sends {"stop": reason} and the hub relays it, so every node stops at once instead of waiting for paddle's
-collectives to time out (a node whose ranks only failed because their collectives broke says nothing: the
-cause is elsewhere). {"done": node} marks a node that finished cleanly: its closing is not a loss. A finished
-node waits for the job's outcome before it exits: the hub says {"all_done": true} once every node finished,
-so no node exits 0 while another one's ranks (rank 0 writing the last checkpoint) may still fail.
-{"preempt": why, "node": node} (a preemption signal there) is relayed by the hub to every node, whose
-supervisor then asks its own ranks to save and leave too (launch/stage.py).
+Node 0 (the hub) keeps one connection per other node; each other node keeps its one connection to node 0. The
+messages are messages.py's. Every Train.heartbeat_interval seconds each side sends a Beat. The hub declares a
+node Lost when its connection closes (its processes were killed: the kernel closes their sockets at once) or
+nothing came for Train.heartbeat_timeout seconds, and tells every other node; a node that loses node 0 decides
+the same on its own. A node whose own workers fail sends Stop and the hub relays it, so every node stops at
+once instead of waiting for paddle's collectives to time out (a node whose ranks only failed because their
+collectives broke says nothing: the cause is elsewhere). Done marks a node that finished cleanly (its closing
+is no loss); a finished node waits for AllDone, which the hub sends once every node finished, so no node exits
+0 while another one's ranks (rank 0 writing the last checkpoint) may still fail. A Preempt (a preemption
+signal there) is relayed to every node, whose supervisor then asks its ranks to save and leave too.
 
 The supervising runner polls `check()` and, on a verdict, ends its workers and exits non-zero naming the node.
 
@@ -25,13 +23,14 @@ bounded (wire.LineSocket.queue) and written as the kernel takes it, so one slow 
 from __future__ import annotations
 
 import selectors
-import socket
 import threading
 import time
 from typing import Optional
 
+from paddledist.cluster import messages as msg
+from paddledist.cluster.messages import NodeState
 from paddledist.cluster.plan import ClusterPlan
-from paddledist.cluster.wire import LineSocket, encode
+from paddledist.cluster.wire import LineSocket, Waker, encode
 
 _TICK_S = 0.1
 """How often silence is judged and waiting callers look again."""
@@ -49,14 +48,14 @@ class Peers:
         self.me = plan.node_rank
         now = clock()
         self.last_seen = {k: now for k in self.links}
-        self.finished: set[int] = set()
-        """Nodes whose closing is no news: they finished, or said why they stopped."""
-        self.completed: set[int] = set()
-        """Nodes that finished cleanly (said "done")."""
-        self._done_here = False
+        self.state = {k: NodeState.LIVE for k in (self.me, *self.links)}
+        """Each node's state as this node knows it, its own included (messages.NodeState)."""
+        self.closed: set[int] = set()
+        """Links whose connection closed or was given up: no longer read or written."""
+        self._done_count = 0
+        """Linked nodes in state DONE (counted: comparing sets per "done" was O(nodes^2) at the hub)."""
         self._told: set[str] = set()
         self._all_done = threading.Event()
-        self.gone: set[int] = set()
         self.verdict: Optional[str] = None
         """The first reason to stop: a peer lost, or a peer's ranks failing on their own."""
         self.preempted: Optional[str] = None
@@ -65,8 +64,8 @@ class Peers:
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="paddledist-heartbeat", daemon=True)
         self._selector: Optional[selectors.BaseSelector] = None
-        self._wake_r, self._wake_w = socket.socketpair()
-        """Written to by the runner's calls so the sleeping heartbeat thread looks again at once."""
+        self._waker = Waker()
+        """Wakes the sleeping heartbeat thread at once when the runner closes."""
         self._writing: set[int] = set()
         """Links with bytes the kernel has not taken yet: flushed when their socket is writable."""
         self._next_judge = 0.0
@@ -75,10 +74,6 @@ class Peers:
     def is_hub(self) -> bool:
         return self.me == 0
 
-    def who(self, node: int) -> str:
-        address = self.plan.nodes[node] if 0 <= node < self.plan.nnodes else "?"
-        return f"node {node} ({address})"
-
     # --- what the runner calls ----------------------------------------------------------------------
 
     def start(self) -> "Peers":
@@ -86,9 +81,7 @@ class Peers:
         for k, link in self.links.items():
             link.sock.setblocking(False)
             self._selector.register(link.sock, selectors.EVENT_READ, k)
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._selector.register(self._waker.receiving, selectors.EVENT_READ, None)
         self._thread.start()
         return self
 
@@ -104,12 +97,8 @@ class Peers:
         with self._lock:
             if self.verdict:
                 return self.verdict
-            now = self.clock()
-            for k in self._open():
-                silent = now - self.last_seen[k]
-                if k not in self.finished and silent > 2 * self.interval_s:
-                    self._lost(k, f"no heartbeat for {silent:.0f}s (Train.heartbeat_interval={self.interval_s:g}s) "
-                                  "when the collectives here failed: its network link or machine is down")
+            self._declare_silent(2 * self.interval_s, f"Train.heartbeat_interval={self.interval_s:g}s) when the "
+                                 "collectives here failed")
         deadline = self.clock() + wait_s
         while self.verdict is None and self.clock() < deadline:
             time.sleep(_TICK_S)
@@ -119,13 +108,13 @@ class Peers:
         """This node's ranks failed on their own (or stalled here): tell every node now (through the hub)."""
         with self._lock:
             self._told.add(reason)
-            self._relay({"stop": reason, "node": self.me}, skip=-1)
+            self._relay(msg.Stop(reason, self.me), skip=-1)
 
     def preempt(self, why: str) -> None:
         """A preemption signal here: tell every node (through the hub) to save at the next step and leave."""
         with self._lock:
-            self.preempted = self.preempted or f"{self.who(self.me)}: {why}"
-            self._relay({"preempt": why, "node": self.me}, skip=-1)
+            self.preempted = self.preempted or f"{self.plan.who(self.me)}: {why}"
+            self._relay(msg.Preempt(why, self.me), skip=-1)
 
     def failed(self, reason: Optional[str]) -> None:
         """This node stopped: tell the others `reason` unless None (they know, or it follows from them); close."""
@@ -137,8 +126,8 @@ class Peers:
         """This node finished cleanly: say so (its closing connection is no loss), then wait for the job's
         outcome while the heartbeats go on. None once every node finished; else why the job failed elsewhere."""
         with self._lock:
-            self._relay({"done": self.me}, skip=-1)
-            self._done_here = True
+            self._relay(msg.Done(self.me), skip=-1)
+            self.state[self.me] = NodeState.DONE
             self._check_all_done()
         while self.verdict is None and not self._all_done.is_set():
             time.sleep(_TICK_S)
@@ -151,7 +140,7 @@ class Peers:
         while self._thread.is_alive() and self._writing and time.monotonic() < deadline:
             time.sleep(0.02)
         self._closing.set()
-        self._wake()
+        self._waker.wake()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         for link in self.links.values():
@@ -159,8 +148,7 @@ class Peers:
             link.close()
         if self._selector is not None:
             self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._waker.close()
 
     # --- the heartbeat thread -----------------------------------------------------------------------
 
@@ -185,20 +173,17 @@ class Peers:
     def _beat(self) -> None:
         """One beat to every open link, encoded once (the hub's cost per interval is one send per node)."""
         with self._lock:
-            self._relay({"beat": self.me}, skip=-1)
+            self._relay(msg.Beat(self.me), skip=-1)
 
     def _open(self) -> list[int]:
-        return [k for k in self.links if k not in self.gone]
+        return [k for k in self.links if k not in self.closed]
 
     def _ready(self, key: selectors.SelectorKey, events: int) -> None:
         k = key.data
-        if k is None:  # a wake-up from the runner's thread: drain it
-            try:
-                self._wake_r.recv(4096)
-            except OSError:
-                pass
+        if k is None:  # a wake-up from the runner's thread
+            self._waker.drain()
             return
-        if k in self.gone:  # a lost link's closing is no news: stop watching it
+        if k in self.closed:  # a lost link's closing is no news: stop watching it
             self._selector.unregister(key.fileobj)
             return
         if events & selectors.EVENT_WRITE:
@@ -211,69 +196,77 @@ class Peers:
         messages, closed = self.links[k].receive_ready()
         with self._lock:
             self.last_seen[k] = self.clock()
-            for message in messages:
-                self._handle(k, message)
+            for data in messages:
+                message = msg.decode(data, k)
+                if message is not None:
+                    self._handle(k, message)
             if closed:
                 self._lost(k, self.links[k].broken or "its connection closed (its processes ended or the machine "
                            "restarted)")
 
-    def _handle(self, k: int, message: dict) -> None:
-        if "done" in message:
-            self.finished.add(k)
-            self.completed.add(k)
+    def _handle(self, k: int, message: msg.Message) -> None:
+        if isinstance(message, msg.Done):
+            self._set_state(k, NodeState.DONE)
             self._check_all_done()
-        elif "all_done" in message and not self.is_hub:
+        elif isinstance(message, msg.AllDone) and not self.is_hub:
             self._all_done.set()
-        elif "stop" in message:
-            node = _sender(message, k)
-            self.finished.add(k)  # it said why it goes: its closing connection is no further news
-            self._decide(f"{self.who(node)} stopped: {message['stop']}")
+        elif isinstance(message, msg.Stop):
+            self._set_state(k, NodeState.STOPPED)  # it (or the hub relaying) said why: its closing is no news
+            self._decide(f"{self.plan.who(message.node)} stopped: {message.reason}")
             if self.is_hub:
-                self._relay({"stop": message["stop"], "node": node}, skip=k)
-        elif "preempt" in message:
-            node = _sender(message, k)
-            self.preempted = self.preempted or f"{self.who(node)}: {message['preempt']}"
+                self._relay(message, skip=k)
+        elif isinstance(message, msg.Preempt):
+            self.preempted = self.preempted or f"{self.plan.who(message.node)}: {message.why}"
             if self.is_hub:
-                self._relay({"preempt": message["preempt"], "node": node}, skip=k)
-        elif "lost" in message and not self.is_hub:
-            node = message["lost"] if isinstance(message["lost"], int) else -1
-            self._decide(f"{self.who(node)} lost, reported by node 0: {message.get('why')}")
+                self._relay(message, skip=k)
+        elif isinstance(message, msg.Lost) and not self.is_hub:
+            self._decide(f"{self.plan.who(message.node)} lost, reported by node 0: {message.why}")
+
+    def _set_state(self, k: int, state: NodeState) -> None:
+        if self.state[k] is not NodeState.DONE and state is NodeState.DONE:
+            self._done_count += 1
+        self.state[k] = state
 
     def _judge_silence(self) -> None:
         with self._lock:
-            now = self.clock()
-            for k in self._open():
-                silent = now - self.last_seen[k]
-                if k not in self.finished and silent > self.timeout_s:
-                    self._lost(k, f"no heartbeat for {silent:.0f}s (Train.heartbeat_timeout={self.timeout_s:g}s): "
-                                  "its network link or machine is down")
+            self._declare_silent(self.timeout_s, f"Train.heartbeat_timeout={self.timeout_s:g}s)")
+
+    def _declare_silent(self, limit_s: float, setting: str) -> None:
+        """Called with the lock held: every live node silent for over `limit_s` is lost."""
+        now = self.clock()
+        for k in self._open():
+            silent = now - self.last_seen[k]
+            if not self.state[k].finished and silent > limit_s:
+                self._lost(k, f"no heartbeat for {silent:.0f}s ({setting}: its network link or machine is down")
 
     def _lost(self, k: int, why: str) -> None:
         """Called with the lock held. A finished node may close; anything else is a loss."""
-        if k in self.gone:
+        if k in self.closed:
             return
-        self.gone.add(k)
-        if k in self.finished:
+        self.closed.add(k)
+        if self.state[k].finished:
             return
-        self._decide(f"{self.who(k)} lost: {why}")
+        self.state[k] = NodeState.LOST
+        self._decide(f"{self.plan.who(k)} lost: {why}")
         if self.is_hub:
-            self._relay({"lost": k, "why": why}, skip=k)
+            self._relay(msg.Lost(k, why), skip=k)
 
     def _check_all_done(self) -> None:
-        """Called with the lock held. The hub, once it and every other node finished, tells them all (counted:
-        `completed` holds link keys only, and a set comparison per "done" was O(nodes^2) at the hub)."""
-        if self.is_hub and self._done_here and len(self.completed) == len(self.links) and not self._all_done.is_set():
-            self._relay({"all_done": True}, skip=-1)
+        """Called with the lock held. The hub, once it and every other node finished, tells them all."""
+        done_here = self.state[self.me] is NodeState.DONE
+        if self.is_hub and done_here and self._done_count == len(self.links) and not self._all_done.is_set():
+            self._relay(msg.AllDone(), skip=-1)
             self._all_done.set()
 
-    def _relay(self, message: dict, skip: int) -> None:
-        """Called with the lock held: `message` to every open link but `skip`, encoded once, sent at once as
-        far as each kernel buffer takes it; the rest waits for that socket to be writable."""
-        line = encode(message)
+    def _relay(self, message: msg.Message, skip: int) -> None:
+        """Called with the lock held: `message` to every open link but `skip`, encoded once (sealed per link),
+        sent at once as far as each kernel buffer takes it; the rest waits for that socket to be writable."""
+        data = msg.encode(message)
+        line = encode(data)
         for j in self._open():
             if j != skip:
                 link = self.links[j]
-                link.queue_line(line) if link.seal is None else link.queue(message)  # a MAC per connection
+                link.queue_line(line) if link.seal is None else link.queue(data)
                 self._flush(j)
 
     def _flush(self, k: int) -> None:
@@ -284,7 +277,7 @@ class Peers:
             self._lost(k, "its connection broke")
             return
         waiting = bool(link.out)
-        if waiting == (k in self._writing) or self._selector is None or k in self.gone:
+        if waiting == (k in self._writing) or self._selector is None or k in self.closed:
             return
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if waiting else 0)
         try:
@@ -293,18 +286,7 @@ class Peers:
             return
         (self._writing.add if waiting else self._writing.discard)(k)
 
-    def _wake(self) -> None:
-        try:
-            self._wake_w.send(b"x")
-        except OSError:  # its buffer is full: a wake-up is already pending
-            pass
-
     def _decide(self, verdict: str) -> None:
         if self.verdict is None:
             self.verdict = verdict
 
-
-def _sender(message: dict, k: int) -> int:
-    """The node a relayed message is about: its "node" field, else the link it came on."""
-    node = message.get("node", k)
-    return node if isinstance(node, int) else k

@@ -83,6 +83,12 @@ class ClusterPlan:
         first = self.node_rank * self.nproc_per_node
         return range(first, first + self.nproc_per_node)
 
+    def who(self, node: Optional[int] = None) -> str:
+        """"node N (address)", the way every message names a machine; this one's without `node`."""
+        node = self.node_rank if node is None else node
+        address = self.nodes[node] if isinstance(node, int) and 0 <= node < self.nnodes else "?"
+        return f"node {node} ({address})"
+
     def summary(self) -> str:
         nic = f"on {self.ifname}" if self.ifname else "interface unknown"
         first, last = self.ranks[0], self.ranks[-1]

@@ -228,7 +228,7 @@ def _missing_message(plan: ClusterPlan, joined: dict) -> str:
         return (f"{fewest}{plan.nnodes - 1 - len(joined)} of {plan.nnodes - 1} other machine(s) did not join within "
                 f"Train.peer_timeout={plan.peer_timeout}s{came}: start the same command there, and check they "
                 f"can reach {plan.nodes[0]}:{plan.port} over TCP")
-    missing = [f"node {i} ({plan.nodes[i]})" for i in range(1, plan.nnodes) if i not in joined]
+    missing = [plan.who(i) for i in range(1, plan.nnodes) if i not in joined]
     return (f"{', '.join(missing)} did not join within Train.peer_timeout={plan.peer_timeout}s: start the same "
             f"command there, and check they can reach {plan.nodes[0]}:{plan.port} over TCP")
 

@@ -132,6 +132,31 @@ class LineSocket:
             pass
 
 
+class Waker:
+    """A socket pair through which another thread wakes one sleeping on a selector (`receiving` is registered)."""
+
+    def __init__(self) -> None:
+        self.receiving, self._sending = socket.socketpair()
+        self.receiving.setblocking(False)
+        self._sending.setblocking(False)
+
+    def wake(self) -> None:
+        try:
+            self._sending.send(b"x")
+        except OSError:  # its buffer is full: a wake-up is already pending
+            pass
+
+    def drain(self) -> None:
+        try:
+            self.receiving.recv(4096)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.receiving.close()
+        self._sending.close()
+
+
 def encode(message: dict) -> bytes:
     return (json.dumps(message) + "\n").encode()
 

@@ -197,7 +197,7 @@ def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: Cl
             peers: Optional[PeerLinks]) -> tuple[int, Optional[str], Optional[str]]:
     """Print why this launch ended; (exit code, a cause the other machines have not been told yet or None, the
     cause in one line)."""
-    here = f"node {plan.node_rank} ({plan.host})"
+    here = plan.who()
     if signum:
         print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
         return 128 + signum, f"stopped by signal {signum} on {here}", f"stopped by signal {signum} on {here}"
@@ -245,7 +245,7 @@ def _own(seen: _Seen) -> list:
 
 def _summary(own: list, plan: ClusterPlan, code: int, seen: _Seen) -> str:
     """What to tell the other machines: the first rank that failed on its own, else the launcher's exit."""
-    here = f"node {plan.node_rank} ({plan.host})"
+    here = plan.who()
     if not own:
         return f"paddle.distributed.launch exited with code {code} on {here}"
     local_rank, rank_code, log = own[0]

@@ -80,7 +80,7 @@ class StallWatch:
         return blame or self._waiting(reports, idle)
 
     def _here(self) -> str:
-        return f"node {self.plan.node_rank} ({self.plan.host})"
+        return self.plan.who()
 
     def _name(self, r: Report) -> str:
         return f"rank {r.rank} (local rank {self._local(r)} on {self._here()}, pid {r.pid}, last report: {r.where})"
