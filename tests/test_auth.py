@@ -16,6 +16,7 @@ from conftest import free_port
 
 from paddledist.cluster import ClusterPlan, preflight
 from paddledist.cluster.auth import SECRET_ENV, Seal, admit, greeting, introduce, job_secret, source_problem
+from paddledist.cluster.hello import Hello
 from paddledist.cluster.wire import LineSocket
 from paddledist.config import DeviceSpec
 from paddledist.errors import UserError
@@ -239,3 +240,11 @@ def test_the_job_secret_variable_reaches_the_plan_of_a_dry_run(tmp_path):
         stage.launch_stage(cfg, os.path.abspath(__file__), [], dry_run=True)
     plan = dataclasses.replace(node(0, 1), secret=SECRET)
     assert "0123456789abcdef" not in repr(plan)
+
+
+def test_a_hello_of_another_shape_is_refused_at_the_door():
+    assert Hello.from_wire(Hello.of(node(1, 6170)).to_wire()) == Hello.of(node(1, 6170))
+    wire = Hello.of(node(1, 6170)).to_wire()
+    for broken in ({**wire, "node": "1"}, {**wire, "node": True}, {**wire, "nodes": "a,b"}, {**wire, "nodes": [1]},
+                   {k: v for k, v in wire.items() if k != "facts"}, {**wire, "rank": 1.5}):
+        assert Hello.from_wire(broken) is None, broken

@@ -4,11 +4,14 @@ addresses). The real multi-host runs are in tests/test_multihost_sched.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import free_port
 from test_cluster import run_nodes
 
 from paddledist.cluster import ClusterPlan, LocalAddress, plan
+from paddledist.cluster.hello import Hello
 from paddledist.cluster.rendezvous import nodes_mismatch
 from paddledist.cluster.sources import find_source
 from paddledist.config import DeviceSpec, load
@@ -177,10 +180,11 @@ def test_two_machines_claiming_one_address_stop_every_node():
 
 
 def test_a_name_resolving_differently_is_named():
-    mine = {"nodes": ["10.0.0.1", "10.0.0.2"], "names": ["node1", "node2"], "agreed": True, "style": "ips",
-            "master_port": 6171}
-    theirs = {**mine, "nodes": ["10.0.0.1", "10.0.0.7"]}
+    mine = Hello(job="j", nodes=("10.0.0.1", "10.0.0.2"), node=0, names=("node1", "node2"), address="10.0.0.1",
+                 rank=None, agreed=True, style="ips", master_port=6171, origin="Train.dist_ips", kind="cpu", nproc=1,
+                 facts={})
+    theirs = dataclasses.replace(mine, nodes=("10.0.0.1", "10.0.0.7"), node=1)
     assert nodes_mismatch("node 1 (10.0.0.2)", mine, theirs) == (
         "node 1 (10.0.0.2): 'node2' resolves to 10.0.0.7 there, to 10.0.0.2 on node 0; make every machine's "
         "/etc/hosts or DNS give each name the same IPv4 address")
-    assert nodes_mismatch("n", mine, dict(mine)) is None
+    assert nodes_mismatch("n", mine, dataclasses.replace(mine)) is None

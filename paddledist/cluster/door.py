@@ -13,7 +13,8 @@ import sys
 import time
 from typing import Optional
 
-from paddledist.cluster import auth
+from paddledist.cluster import auth, rendezvous
+from paddledist.cluster.hello import Hello
 from paddledist.cluster.plan import ClusterPlan
 from paddledist.cluster.wire import LineSocket, encode
 from paddledist.errors import UserError
@@ -58,7 +59,7 @@ class Door:
         self.selector.close()
         self.server.close()
 
-    def next(self, deadline: float) -> Optional[tuple[LineSocket, dict]]:
+    def next(self, deadline: float) -> Optional[tuple[LineSocket, Hello]]:
         """The next connection whose hello passed, with that hello; None when the deadline passed."""
         while True:
             got = self._first_line(deadline)
@@ -89,8 +90,11 @@ class Door:
                 if message is not None or done:
                     return key.data, message, self._release(key.data)
 
-    def _admitted(self, link: LineSocket, message: dict, nonce: str) -> Optional[dict]:
-        hello, seal, why = auth.admit(message, nonce, self.plan.secret)
+    def _admitted(self, link: LineSocket, message: dict, nonce: str) -> Optional[Hello]:
+        data, seal, why = auth.admit(message, nonce, self.plan.secret)
+        hello = Hello.from_wire(data) if data is not None else None
+        if not why and hello is None:
+            why = "its hello is not this version's (run the same paddledist on every machine)"
         why = why or self._source_problem(link, hello)
         if why:
             self._refuse(link, why)
@@ -98,16 +102,18 @@ class Door:
         link.seal = seal
         return hello
 
-    def _source_problem(self, link: LineSocket, hello: dict) -> Optional[str]:
+    def _source_problem(self, link: LineSocket, hello: Hello) -> Optional[str]:
         plan = self.plan
-        if plan.agreed:
-            node = hello.get("node")
-            known = isinstance(node, int) and 0 < node < plan.nnodes
-            listed = plan.nodes[node] if known else None
-            name = plan.names[node] if known and len(plan.names) == plan.nnodes else None
-        else:
-            node = listed = name = hello.get("address") if isinstance(hello.get("address"), str) else None
-        return auth.source_problem(node, listed, name, _peer(link))
+        if not plan.agreed:
+            return auth.source_problem(hello.address, hello.address, hello.address, _peer(link))
+        known = 0 < hello.node < plan.nnodes
+        listed = plan.nodes[hello.node] if known else None
+        name = plan.names[hello.node] if known and len(plan.names) == plan.nnodes else None
+        problem = auth.source_problem(hello.node, listed, name, _peer(link))
+        if problem and known and _resolves_here_to(plan, hello, _peer(link)):
+            # the machine's name table maps its listed name to the address it came from: say which name
+            return rendezvous.nodes_mismatch(plan.who(hello.node), Hello.of(plan), hello) or problem
+        return problem
 
     def _refuse(self, link: LineSocket, why: str) -> None:
         line = f"paddledist: node 0 rejected a connection from {_peer(link)}: {why}"
@@ -139,6 +145,12 @@ class Door:
         _, nonce = self.pending.pop(link)
         self.selector.unregister(link.sock)
         return nonce
+
+
+def _resolves_here_to(plan: ClusterPlan, hello: Hello, peer: str) -> bool:
+    """Whether the joining node lists the same names, and its own under the address it came from."""
+    return (bool(plan.names) and hello.names == tuple(plan.names) and len(hello.nodes) == plan.nnodes
+            and hello.nodes[hello.node] == peer)
 
 
 def _peer(link: LineSocket) -> str:

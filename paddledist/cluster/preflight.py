@@ -22,7 +22,7 @@ from typing import Optional
 
 from paddledist.cluster import auth, fdlimit, ports, rendezvous
 from paddledist.cluster.door import Door
-from paddledist.cluster.fingerprint import differences
+from paddledist.cluster.hello import Hello, mismatch
 from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.plan import ClusterPlan
 from paddledist.cluster.wire import LineSocket
@@ -32,8 +32,6 @@ _REPLY_GRACE_S = 10.0
 """A joining node waits this much beyond its own timeout, so node 0's verdict (with names) reaches it."""
 REFUSAL_WAIT_S = 30.0
 """How long node 0, refusing to start, waits to tell the joining nodes why."""
-_MAX_SHOWN = 4
-"""Differences listed in one message."""
 
 
 def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers]:
@@ -43,8 +41,8 @@ def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers
     if plan.nnodes < 2:
         return None
     mine = hello(plan, facts)
-    fdlimit.ensure_open_files(fdlimit.needed_by(plan.nnodes, plan.node_rank), f"node {plan.node_rank} "
-                              f"({plan.host}) of {plan.nnodes} machines")
+    fdlimit.ensure_open_files(fdlimit.needed_by(plan.nnodes, plan.node_rank),
+                              f"{plan.who()} of {plan.nnodes} machines")
     if plan.node_rank == 0:
         _check_ports_or_refuse(plan)
         links, plan = _serve(plan, mine)
@@ -54,43 +52,9 @@ def preflight(plan: ClusterPlan, facts: Optional[dict] = None) -> Optional[Peers
     return Peers(plan, links, plan.heartbeat_interval, plan.heartbeat_timeout)
 
 
-def hello(plan: ClusterPlan, facts: Optional[dict] = None) -> dict:
+def hello(plan: ClusterPlan, facts: Optional[dict] = None) -> Hello:
     """What a node says about itself; node 0 compares it with its own view (the resolved machine list too)."""
-    return {"job": plan.job_id, "nodes": list(plan.nodes), "node": plan.node_rank, "names": list(plan.names),
-            "address": plan.host, "rank": plan.platform_rank, "agreed": plan.agreed, "style": plan.style,
-            "master_port": plan.master_port, "origin": plan.origin,
-            "kind": plan.device.kind, "nproc": plan.nproc_per_node, "facts": facts or {}}
-
-
-def mismatch(mine: dict, theirs: dict) -> Optional[str]:
-    """Why a joining node cannot be part of this job, or None."""
-    who = (f"node {theirs.get('node')} ({_address(mine, theirs.get('node'))})" if mine.get("agreed", True)
-           else f"the machine at {theirs.get('address')}")
-    for key, what in (("job", "Train.job_id"), ("kind", "Global.device kind"),
-                      ("nproc", "number of processes per machine (Global.device ids)")):
-        if theirs.get(key) != mine.get(key):
-            return (f"{who} has {what} {_show(theirs.get(key))}, node 0 has {_show(mine.get(key))}; "
-                    "run the same config on every machine")
-    different = rendezvous.nodes_mismatch(who, mine, theirs)
-    if different:
-        return different
-    if not isinstance(theirs.get("node"), int) or not 0 < theirs["node"] < len(mine["nodes"]):
-        return f"a peer claims to be node {theirs.get('node')!r}, which is not a joining node"
-    found = differences(mine.get("facts") or {}, theirs.get("facts") or {})
-    if found:
-        more = f" (and {len(found) - _MAX_SHOWN} more)" if len(found) > _MAX_SHOWN else ""
-        return (f"{who} differs from node 0: {'; '.join(found[:_MAX_SHOWN])}{more}; every machine needs the same "
-                "code, config and dataset")
-    return None
-
-
-def _show(value: object) -> str:
-    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
-
-
-def _address(mine: dict, node: object) -> str:
-    nodes = mine["nodes"]
-    return nodes[node] if isinstance(node, int) and 0 <= node < len(nodes) else "?"
+    return Hello.of(plan, facts)
 
 
 def check_ports_free(plan: ClusterPlan) -> None:
@@ -115,17 +79,17 @@ def _check_ports_or_refuse(plan: ClusterPlan) -> None:
     except UserError as e:
         if ports.bind_error(plan.port) is None:
             with Door(plan) as door:
-                meeting = Meeting(plan, {}, time.monotonic() + min(plan.peer_timeout, REFUSAL_WAIT_S))
+                meeting = Meeting(plan, None, time.monotonic() + min(plan.peer_timeout, REFUSAL_WAIT_S))
                 _tell_everyone(door, meeting, {"ok": False, "error": str(e)})
         raise
 
 
-def _serve(plan: ClusterPlan, mine: dict) -> tuple[dict[int, LineSocket], ClusterPlan]:
+def _serve(plan: ClusterPlan, mine: Hello) -> tuple[dict[int, LineSocket], ClusterPlan]:
     meeting = Meeting(plan, mine, time.monotonic() + plan.peer_timeout)
     with Door(plan) as door:
         try:
             _gather(door, meeting)
-            nodes = plan.nodes if plan.agreed else rendezvous.agree(plan, meeting.hellos)
+            nodes = plan.nodes if plan.agreed else rendezvous.agree(plan, meeting.ranks)
         except UserError as e:
             _tell_everyone(door, meeting, {"ok": False, "error": str(e)})
             raise
@@ -141,14 +105,15 @@ def _serve(plan: ClusterPlan, mine: dict) -> tuple[dict[int, LineSocket], Cluste
 
 @dataclasses.dataclass
 class Meeting:
-    """Node 0's preflight so far: who joined (node or address -> connection), what node 0 keeps of each hello,
-    and who has been told the verdict."""
+    """Node 0's preflight so far: who joined (node or address -> connection), the platform's rank each gave
+    (all the rendezvous reads: a whole hello holds the machine list, and a thousand of them kept until everyone
+    came is O(nodes^2)), and who has been told the verdict."""
 
     plan: ClusterPlan
-    mine: dict
+    mine: Optional[Hello]
     deadline: float
     joined: dict = dataclasses.field(default_factory=dict)
-    hellos: dict = dataclasses.field(default_factory=dict)
+    ranks: dict = dataclasses.field(default_factory=dict)
     told: set = dataclasses.field(default_factory=set)
 
 
@@ -167,11 +132,10 @@ def _gather(door: Door, meeting: Meeting) -> None:
         problem = mismatch(meeting.mine, theirs) or _duplicate(theirs, joined, plan)
         if problem:
             _answer(link, {"ok": False, "error": problem})
-            meeting.told.add(str(rendezvous.who_key(plan, theirs)))
+            meeting.told.add(str(theirs.key(plan)))
             raise UserError(problem)
-        joined[rendezvous.who_key(plan, theirs)] = link
-        meeting.hellos[rendezvous.who_key(plan, theirs)] = {"rank": theirs.get("rank")}  # all agree() reads: a
-        # whole hello holds the machine list, and a thousand of them kept until everyone came is O(nodes^2)
+        joined[theirs.key(plan)] = link
+        meeting.ranks[theirs.key(plan)] = theirs.rank
 
 
 def _tell_everyone(door: Door, meeting: Meeting, verdict: dict) -> None:
@@ -185,7 +149,7 @@ def _tell_everyone(door: Door, meeting: Meeting, verdict: dict) -> None:
         if got is None:
             return
         link, theirs = got
-        meeting.told.add(str(rendezvous.who_key(meeting.plan, theirs)))
+        meeting.told.add(str(theirs.key(meeting.plan)))
         _answer(link, verdict)
 
 
@@ -204,8 +168,8 @@ def _answer(link: LineSocket, message: dict) -> None:
         link.close()
 
 
-def _duplicate(theirs: dict, joined: dict, plan: ClusterPlan) -> Optional[str]:
-    node = rendezvous.who_key(plan, theirs)
+def _duplicate(theirs: Hello, joined: dict, plan: ClusterPlan) -> Optional[str]:
+    node = theirs.key(plan)
     if not plan.agreed and (node in joined or node == plan.host):
         return (f"two machines say they are {node}; give each machine its own address (POD_IP or "
                 "Train.node_ip)")
@@ -233,7 +197,7 @@ def _missing_message(plan: ClusterPlan, joined: dict) -> str:
             f"command there, and check they can reach {plan.nodes[0]}:{plan.port} over TCP")
 
 
-def _join(plan: ClusterPlan, mine: dict) -> tuple[LineSocket, ClusterPlan]:
+def _join(plan: ClusterPlan, mine: Hello) -> tuple[LineSocket, ClusterPlan]:
     link = LineSocket(_connect(plan, time.monotonic() + plan.peer_timeout))
     try:
         _introduce(link, plan, mine)
@@ -249,11 +213,11 @@ def _join(plan: ClusterPlan, mine: dict) -> tuple[LineSocket, ClusterPlan]:
         raise
 
 
-def _introduce(link: LineSocket, plan: ClusterPlan, mine: dict) -> None:
+def _introduce(link: LineSocket, plan: ClusterPlan, mine: Hello) -> None:
     """Read node 0's greeting, answer with this node's hello (sealed with the job secret, if any)."""
     hub = f"node 0 ({plan.nodes[0]}:{plan.port})"
     greet = link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
-    first, seal = auth.introduce(greet, mine, plan.secret, hub)
+    first, seal = auth.introduce(greet, mine.to_wire(), plan.secret, hub)
     try:
         link.send(first)
     except OSError as e:

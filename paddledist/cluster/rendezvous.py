@@ -10,62 +10,58 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from paddledist.cluster.plan import ClusterPlan
 from paddledist.errors import UserError
 
+if TYPE_CHECKING:
+    from paddledist.cluster.hello import Hello
+
 _FIX_NAMES = "make every machine's /etc/hosts or DNS give each name the same IPv4 address"
 
 
-def who_key(plan: ClusterPlan, hello: dict) -> object:
-    """How node 0 files a joining node: its rank, or before ranks are agreed its address."""
-    return hello.get("node") if plan.agreed else hello.get("address")
-
-
-def nodes_mismatch(who: str, mine: dict, theirs: dict) -> Optional[str]:
+def nodes_mismatch(who: str, mine: "Hello", theirs: "Hello") -> Optional[str]:
     """Why two nodes do not see the same machines, naming a host name that resolves differently; or None."""
-    if theirs.get("agreed") != mine.get("agreed") or theirs.get("style") != mine.get("style"):
-        return (f"{who} names the machines with {theirs.get('origin')} (launch style {theirs.get('style')}), node 0 "
-                f"with {mine.get('origin')} (launch style {mine.get('style')}); run the same config on every machine")
-    a, b = mine["nodes"], theirs.get("nodes")
-    if not isinstance(b, list) or len(b) != len(a):
-        count = len(b) if isinstance(b, list) else b
-        return f"{who} counts {count} machines, node 0 {len(a)}; run the same config on every machine"
-    if not mine.get("agreed"):  # only the master is known to all; its name may differ (Kubeflow: IP vs pod name)
+    if theirs.agreed != mine.agreed or theirs.style != mine.style:
+        return (f"{who} names the machines with {theirs.origin} (launch style {theirs.style}), node 0 "
+                f"with {mine.origin} (launch style {mine.style}); run the same config on every machine")
+    a, b = mine.nodes, theirs.nodes
+    if len(b) != len(a):
+        return f"{who} counts {len(b)} machines, node 0 {len(a)}; run the same config on every machine"
+    if not mine.agreed:  # only the master is known to all; its name may differ (Kubeflow: IP vs pod name)
         if a[0] != b[0]:
-            return (f"{who} meets the master at {b[0]} (from {_show(theirs.get('names'))}), node 0 is {a[0]}; "
-                    f"{_FIX_NAMES}")
-    elif theirs.get("names") != mine.get("names"):
-        return (f"{who} has machines {_show(theirs.get('names'))}, node 0 has {_show(mine.get('names'))}; "
+            return f"{who} meets the master at {b[0]} (from {show(theirs.names)}), node 0 is {a[0]}; {_FIX_NAMES}"
+    elif theirs.names != mine.names:
+        return (f"{who} has machines {show(theirs.names)}, node 0 has {show(mine.names)}; "
                 "run the same config on every machine")
     elif a != b:  # compared whole first: node 0 checks every joining node's list
         k = next(k for k in range(len(a)) if a[k] != b[k])
-        name = (mine.get("names") or a)[k]
+        name = (mine.names or a)[k]
         return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
-    if theirs.get("master_port") != mine.get("master_port"):
-        return f"{who} uses master port {theirs.get('master_port')}, node 0 {mine.get('master_port')}"
+    if theirs.master_port != mine.master_port:
+        return f"{who} uses master port {theirs.master_port}, node 0 {mine.master_port}"
     return None
 
 
-def _show(value: object) -> str:
-    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+def show(value: object) -> str:
+    """A list as the comma-separated text a user wrote it in."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def agree(plan: ClusterPlan, hellos: dict) -> tuple[str, ...]:
+def agree(plan: ClusterPlan, ranks: dict) -> tuple[str, ...]:
     """Every node's address in rank order (master mode): node 0 first, then the platform's ranks, else by
-    address. `hellos`: address -> the joining node's hello."""
-    ranks = {address: hello.get("rank") for address, hello in hellos.items()}
+    address. `ranks`: address -> the platform's rank the joining node gave, or None."""
     given = [r for r in ranks.values() if r is not None]
     if not given:
-        others = sorted(hellos, key=ipaddress.ip_address)
+        others = sorted(ranks, key=ipaddress.ip_address)
         return (plan.host, *others)
-    count = len(hellos) + 1  # fewer than plan.nnodes when Train.nnodes MIN:MAX continues with those that came
+    count = len(ranks) + 1  # fewer than plan.nnodes when Train.nnodes MIN:MAX continues with those that came
     if len(given) != len(ranks) or set(given) != set(range(1, count)):
         shown = ", ".join(f"{a}: {r}" for a, r in sorted(ranks.items()))
         raise UserError(f"the platform's node ranks do not fit together ({shown}; node 0 is {plan.host}): every "
                         f"joining machine needs a distinct rank in 1..{count - 1}, or none")
-    return (plan.host, *sorted(hellos, key=lambda a: ranks[a]))
+    return (plan.host, *sorted(ranks, key=lambda a: ranks[a]))
 
 
 def placed(plan: ClusterPlan, reply: dict) -> ClusterPlan:

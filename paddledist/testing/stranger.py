@@ -52,7 +52,7 @@ def _sealed(greet: dict, message: dict, secret: bytes) -> dict:
 
 def attempt(args: argparse.Namespace) -> Optional[dict]:
     """One try; the hub's answer (None when it said nothing and closed)."""
-    mine = hello(_plan(args))
+    mine = hello(_plan(args)).to_wire()
     link = _connect(args.hub, args.source)
     greet = link.read(timeout=10)
     if args.attack == "plain":

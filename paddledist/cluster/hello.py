@@ -1,0 +1,99 @@
+"""What a joining node says about itself at the preflight, as one frozen dataclass with one encode/decode pair at
+the wire, and node 0's verdict on it (`mismatch`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+from paddledist.cluster import rendezvous
+from paddledist.cluster.fingerprint import differences
+from paddledist.cluster.plan import ClusterPlan
+
+_MAX_SHOWN = 4
+"""Differences listed in one message."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    job: str
+    nodes: tuple
+    """The machine list as this node resolved it (master mode: the master's address and its own)."""
+    node: int
+    """This node's index (master mode: provisional until node 0 places it)."""
+    names: tuple
+    """The machines as given (host names or addresses)."""
+    address: str
+    rank: Optional[int]
+    """The platform's rank, if any (master mode)."""
+    agreed: bool
+    style: str
+    master_port: int
+    origin: str
+    kind: str
+    nproc: int
+    facts: dict
+    """The fingerprint (fingerprint.py): versions, config and dataset digests."""
+
+    @classmethod
+    def of(cls, plan: ClusterPlan, facts: Optional[dict] = None) -> "Hello":
+        return cls(job=plan.job_id, nodes=tuple(plan.nodes), node=plan.node_rank, names=tuple(plan.names),
+                   address=plan.host, rank=plan.platform_rank, agreed=plan.agreed, style=plan.style,
+                   master_port=plan.master_port, origin=plan.origin, kind=plan.device.kind,
+                   nproc=plan.nproc_per_node, facts=facts or {})
+
+    def to_wire(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_wire(cls, data: dict) -> Optional["Hello"]:
+        """The hello in `data`, or None when a field is missing or of another type (not this version's)."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            value = data.get(field.name)
+            kind = _KINDS[field.name]
+            if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+                return None
+            values[field.name] = tuple(value) if isinstance(value, list) else value
+        if not all(isinstance(v, str) for v in values["nodes"] + values["names"]):
+            return None
+        return cls(**values)
+
+    def key(self, plan: ClusterPlan) -> object:
+        """How node 0 files this node: its rank, or before ranks are agreed its address."""
+        return self.node if plan.agreed else self.address
+
+
+_KINDS = {"job": str, "nodes": list, "node": int, "names": list, "address": str, "rank": (int, type(None)),
+          "agreed": bool, "style": str, "master_port": int, "origin": str, "kind": str, "nproc": int, "facts": dict}
+
+
+def _as_tuple(kind) -> tuple:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def mismatch(mine: Hello, theirs: Hello) -> Optional[str]:
+    """Why a joining node cannot be part of this job, or None."""
+    who = (f"node {theirs.node} ({_address(mine, theirs.node)})" if mine.agreed
+           else f"the machine at {theirs.address}")
+    for key, what in (("job", "Train.job_id"), ("kind", "Global.device kind"),
+                      ("nproc", "number of processes per machine (Global.device ids)")):
+        if getattr(theirs, key) != getattr(mine, key):
+            return (f"{who} has {what} {getattr(theirs, key)}, node 0 has {getattr(mine, key)}; "
+                    "run the same config on every machine")
+    different = rendezvous.nodes_mismatch(who, mine, theirs)
+    if different:
+        return different
+    if not 0 < theirs.node < len(mine.nodes):
+        return f"a peer claims to be node {theirs.node!r}, which is not a joining node"
+    found = differences(mine.facts, theirs.facts)
+    if found:
+        more = f" (and {len(found) - _MAX_SHOWN} more)" if len(found) > _MAX_SHOWN else ""
+        return (f"{who} differs from node 0: {'; '.join(found[:_MAX_SHOWN])}{more}; every machine needs the same "
+                "code, config and dataset")
+    return None
+
+
+def _address(mine: Hello, node: int) -> str:
+    return mine.nodes[node] if 0 <= node < len(mine.nodes) else "?"
