@@ -31,3 +31,10 @@ def test_no_test_function_is_longer_than_60_lines():
     files = list(REPO.glob("tests/**/*.py"))
     assert len(files) > 50
     assert not long_functions(files, 60)
+
+
+def test_no_file_of_the_package_is_longer_than_300_lines():
+    files = list(REPO.glob("paddledist/**/*.py"))
+    assert len(files) > 50
+    long = [f"{p.relative_to(REPO)} ({n} lines)" for p in files if (n := len(p.read_text().splitlines())) > 300]
+    assert not long, long

@@ -2,7 +2,7 @@
 
 The runner polls: every `interval_s` it records the process groups below the launcher and asks each
 watcher, and the other machines' heartbeat links (`peers`), whether the job must stop. On a failed rank it
-names the rank, its node and the tail of its workerlog, and first the machine that caused it, if any; a rank
+names the rank, its node and the tail of its workerlog (failures.py), and first the machine that caused it; a rank
 that failed on its own is told to the other machines at once. SIGINT/SIGTERM/exit end every process the launch
 started; with a `Preemption`, SIGTERM and SIGUSR1 instead ask the ranks to save and leave (a second one ends
 everything at once).
@@ -17,35 +17,17 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Protocol, Sequence, TextIO
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence, TextIO
 
 from paddledist.cluster import ClusterPlan
 from paddledist.launch import paddle_texts, procs
+from paddledist.launch.failures import BLAME_WAIT_S, PeerLinks, Seen, log_sizes, report
+
+__all__ = ["BLAME_WAIT_S", "Ended", "PeerLinks", "Preemption", "run", "run_to_end"]
 
 Watcher = Callable[[], Optional[str]]
 """Polled while the job runs; a returned message stops the job and is reported."""
-
-
-class PeerLinks(Protocol):
-    """The other machines' supervisors (cluster.heartbeat.Peers): why to stop, whom to blame, whom to tell."""
-
-    def check(self) -> Optional[str]: ...
-
-    def explain(self, wait_s: float) -> Optional[str]: ...
-
-    def tell(self, reason: str) -> None: ...
-
-    def failed(self, reason: Optional[str]) -> None: ...
-
-    def finish(self) -> Optional[str]: ...
-
-
-BLAME_WAIT_S = 15.0
-"""After local ranks failed because their collectives broke: how long to wait for word of the cause elsewhere
-(a node whose rank failed on its own tells it once paddle's launcher there has noticed and exited, which took
-over 5 s on a loaded machine; a lost node is known at once, so this wait only runs out when no one knows)."""
-
 
 
 @dataclass(frozen=True)
@@ -65,31 +47,6 @@ class Preemption:
     grace_s: float
 
 
-@dataclass
-class _Seen:
-    """What the output reader noticed: failed local ranks with exit code and log file. `offsets`: the size of
-    each file in the launch's --log_dir when it started; paddle's launcher appends to a workerlog, so what an
-    earlier launch (before a restart) wrote there is no part of this one's failure."""
-    failed: dict[int, tuple[int, str]] = field(default_factory=dict)
-    offsets: dict[str, int] = field(default_factory=dict)
-
-    def tail(self, log: str, lines: int = 20) -> list[str]:
-        return tail(log, lines, since=self.offsets.get(os.path.abspath(log), 0))
-
-
-def _log_sizes(argv: Sequence[str]) -> dict[str, int]:
-    """{absolute path: size} of the files already in the launcher's --log_dir, if it names one."""
-    argv = list(argv)
-    if "--log_dir" not in argv[:-1]:
-        return {}
-    folder, sizes = os.path.abspath(argv[argv.index("--log_dir") + 1]), {}
-    for name in os.listdir(folder) if os.path.isdir(folder) else ():
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            sizes[path] = os.path.getsize(path)
-    return sizes
-
-
 def run(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, watchers: Sequence[Watcher] = (),
         interval_s: float = 0.5, out: Optional[TextIO] = None, err: Optional[TextIO] = None,
         peers: Optional[PeerLinks] = None) -> int:
@@ -105,7 +62,7 @@ def run_to_end(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, w
     """`run`, returning the cause with the code (for launch_stage's restarts), and handling `preemption`."""
     out, err = out or sys.stdout, err or sys.stderr
     watchers = [*watchers, peers.check] if peers else list(watchers)
-    tree, seen = _Tree(), _Seen(offsets=_log_sizes(argv))
+    tree, seen = _Tree(), Seen(offsets=log_sizes(argv))
     procs.become_subreaper()
     proc = subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, preexec_fn=_die_with_parent())
@@ -119,7 +76,7 @@ def run_to_end(argv: Sequence[str], env: Mapping[str, str], plan: ClusterPlan, w
             tree.end(proc)
             procs.become_subreaper(False)
             reader.join(timeout=5)
-    code, tell, cause = _report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
+    code, tell, cause = report(proc.returncode, reason, stop.signum, seen, plan, err, peers)
     if peers and code:
         peers.failed(tell)
     elif peers:
@@ -183,7 +140,7 @@ def _supervise(proc: subprocess.Popen, tree: _Tree, watchers: Sequence[Watcher],
     return None
 
 
-def _pump(stream, out: TextIO, seen: _Seen) -> None:
+def _pump(stream, out: TextIO, seen: Seen) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
         out.write(line)
@@ -191,90 +148,6 @@ def _pump(stream, out: TextIO, seen: _Seen) -> None:
         failed = paddle_texts.rank_failed(line)
         if failed:
             seen.failed[failed[0]] = failed[1:]
-
-
-def _report(code: int, reason: Optional[str], signum: int, seen: _Seen, plan: ClusterPlan, err: TextIO,
-            peers: Optional[PeerLinks]) -> tuple[int, Optional[str], Optional[str]]:
-    """Print why this launch ended; (exit code, a cause the other machines have not been told yet or None, the
-    cause in one line)."""
-    here = plan.who()
-    if signum:
-        print(f"paddledist: stopped by signal {signum}; ended every process of this launch", file=err, flush=True)
-        return 128 + signum, f"stopped by signal {signum} on {here}", f"stopped by signal {signum} on {here}"
-    if reason:
-        print(f"paddledist: stopping the job: {reason}; ended every process of this launch on {here}",
-              file=err, flush=True)
-        return 1, None if peers and reason == peers.check() else reason, reason
-    if code == 0 and not seen.failed:
-        return 0, None, None
-    blame = _blame(seen, plan, code, peers)
-    if blame:
-        print(f"paddledist: stopping the job: {blame}; the failures below on {here} follow from it",
-              file=err, flush=True)
-    for local_rank, (rank_code, log) in sorted(seen.failed.items()):
-        print(_rank_failure(plan, local_rank, rank_code, log, seen), file=err, flush=True)
-    if peers and not blame and peers.check():
-        print(f"paddledist: meanwhile: {peers.check()}", file=err, flush=True)
-    if not seen.failed:
-        print(f"paddledist: paddle.distributed.launch exited with code {code} on {here}; see its output above",
-              file=err, flush=True)
-    exit_code = code if code > 0 else (128 - code if code < 0 else 1)
-    return exit_code, None, blame or _summary(_own(seen), plan, code, seen)
-
-
-def _blame(seen: _Seen, plan: ClusterPlan, code: int, peers: Optional[PeerLinks]) -> Optional[str]:
-    """Whom to blame for this launch's failed ranks, telling the other machines when the cause is here.
-    Ranks that failed for a reason of their own (a traceback, a signal such as the OOM killer's) are the
-    cause: the others hear of it at once, unless word of a lost peer came first. Ranks whose collectives
-    broke wait briefly for word of the cause elsewhere (a peer lost, or its ranks failing on their own)."""
-    if peers is None:
-        return None
-    own = _own(seen)
-    if seen.failed and not own:
-        return peers.explain(BLAME_WAIT_S)
-    blame = peers.explain(0)
-    if not blame:
-        peers.tell(_summary(own, plan, code, seen))
-    return blame
-
-
-def _own(seen: _Seen) -> list:
-    """The local ranks that failed for a reason of their own, not because their collectives broke."""
-    return [(r, c, log) for r, (c, log) in sorted(seen.failed.items()) if not _collective_broke(log, seen)]
-
-
-def _summary(own: list, plan: ClusterPlan, code: int, seen: _Seen) -> str:
-    """What to tell the other machines: the first rank that failed on its own, else the launcher's exit."""
-    here = plan.who()
-    if not own:
-        return f"paddle.distributed.launch exited with code {code} on {here}"
-    local_rank, rank_code, log = own[0]
-    error = paddle_texts.own_error(seen.tail(log, lines=400))  # e.g. a full disk: the other machines read the cause
-    said = f": {error}" if error else ""
-    return f"rank {plan.ranks[0] + local_rank} failed with exit code {rank_code}{said} (log: {log} on {here})"
-
-
-def _collective_broke(log: str, seen: _Seen) -> bool:
-    return paddle_texts.collective_broke(seen.tail(log, lines=400))
-
-
-def _rank_failure(plan: ClusterPlan, local_rank: int, code: int, log: str, seen: _Seen) -> str:
-    rank = plan.ranks[0] + local_rank
-    head = (f"paddledist: rank {rank} (local rank {local_rank} on node {plan.node_rank}, {plan.host}) "
-            f"failed with exit code {code}; last lines of {log}:")
-    return "\n".join([head, *("    " + line for line in seen.tail(log))])
-
-
-def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024, since: int = 0) -> list[str]:
-    """The last `lines` lines of `path` (of its last `max_bytes`, and of what follows byte `since`)."""
-    try:
-        with open(path, "rb") as f:
-            size = os.path.getsize(path)
-            f.seek(max(size - max_bytes, since if since <= size else 0, 0))
-            text = f.read().decode(errors="replace")
-    except OSError as e:
-        return [f"(cannot read it: {e.strerror})"]
-    return text.splitlines()[-lines:]
 
 
 class _Stop:
