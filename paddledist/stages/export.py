@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Optional
 
 import yaml
 
@@ -48,8 +49,9 @@ def run(cfg: Config, dist: DistEnv) -> None:
     print(f"paddledist: export: {path} -> {final} ({', '.join(sorted(os.listdir(final)))})", flush=True)
 
 
-def write_inference(cfg: Config, model, folder: str, weight_path: str) -> None:
-    """The inference program, its parameters and PaddleX's inference.yml into `folder` (created)."""
+def write_inference(cfg: Config, model, folder: str, weight_path: str, labels: Optional[list[str]] = None) -> None:
+    """The inference program, its parameters and PaddleX's inference.yml into `folder` (created); `labels`: the
+    class names when the caller has them (training, at every checkpoint), else read as label_names does."""
     os.makedirs(folder, exist_ok=True)
     rec = recipe(cfg)
     pir = with_pir(cfg, os.environ)
@@ -59,8 +61,8 @@ def write_inference(cfg: Config, model, folder: str, weight_path: str) -> None:
                             rec.input_height, rec.input_size)
     verify.warn_disagreements(cfg.Global.model, checked)
     atomic_write(os.path.join(folder, "inference.yml"),
-                 yaml.safe_dump({**inference_yml(cfg, weight_path), verify.SECTION: checked}, sort_keys=False,
-                                allow_unicode=True))
+                 yaml.safe_dump({**inference_yml(cfg, weight_path, labels), verify.SECTION: checked},
+                                sort_keys=False, allow_unicode=True))
 
 
 def with_pir(cfg: Config, env) -> bool:
@@ -94,7 +96,7 @@ def save_program(model, input_size: int | tuple, prefix: str, pir: bool = True) 
         paddle.jit.save(wrapped, prefix, input_spec=[spec])
 
 
-def inference_yml(cfg: Config, weight_path: str) -> dict:
+def inference_yml(cfg: Config, weight_path: str, labels: Optional[list[str]] = None) -> dict:
     """PaddleX's inference.yml for image classification (what paddlex.create_model reads), plus our own facts
     under Global (PaddleX ignores them)."""
     from paddledist.data.pipeline import preprocess_spec
@@ -107,14 +109,16 @@ def inference_yml(cfg: Config, weight_path: str) -> dict:
                    "output": "probabilities"},
         "PreProcess": {"transform_ops": preprocess_spec(rec.input_size, rec.resize_short, rec.interpolation,
                                                         rec.mean, rec.std, rec.input_height)},
-        "PostProcess": {"Topk": {"topk": min(TOPK, cfg.Train.num_classes), "label_list": label_names(cfg)}},
+        "PostProcess": {"Topk": {"topk": min(TOPK, cfg.Train.num_classes), "label_list": label_names(cfg, labels)}},
     }
 
 
-def label_names(cfg: Config) -> list[str]:
-    """The names training recorded (Global.output/label_dict.txt), else the dataset's, else the class ids."""
+def label_names(cfg: Config, names: Optional[list[str]] = None) -> list[str]:
+    """`names` when given, else the names training recorded (Global.output/label_dict.txt), else the dataset's;
+    the class ids for the rest, Train.num_classes in all."""
     n = cfg.Train.num_classes
-    names = read_label_dict(os.path.join(cfg.Global.output, "label_dict.txt"))
+    if names is None:
+        names = read_label_dict(os.path.join(cfg.Global.output, "label_dict.txt"))
     if not names:
         try:
             names = load_samples(cfg.Global.dataset_dir, "val", cfg.Global.seed, True).label_names

@@ -59,9 +59,12 @@ def run(cfg: Config, dist: DistEnv) -> None:
 def _write_run_files(cfg: Config, samples) -> None:
     os.makedirs(cfg.Global.output, exist_ok=True)
     atomic_write(os.path.join(cfg.Global.output, "config.yaml"), to_yaml(cfg))
-    names = samples.label_names or [str(i) for i in range(cfg.Train.num_classes)]
     atomic_write(os.path.join(cfg.Global.output, "label_dict.txt"),
-                 "".join(f"{i} {name}\n" for i, name in enumerate(names)))
+                 "".join(f"{i} {name}\n" for i, name in enumerate(_label_names(cfg, samples))))
+
+
+def _label_names(cfg: Config, samples) -> list[str]:
+    return samples.label_names or [str(i) for i in range(cfg.Train.num_classes)]
 
 
 def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samples, pretrain, resume,
@@ -84,7 +87,7 @@ def build_trainer(cfg: Config, dist: DistEnv, kind: str, train_samples, val_samp
     model, optimizer, grad_sync = sync.build(t.grad_sync, model, optimizer, kind, dist, t.heartbeat_timeout,
                                              scaler, t.grad_bucket_mb, t.grad_compression or "none")
     trainer = Trainer(cfg, dist, model, optimizer, scheduler, make_loader(train_set, sampler, t.num_workers), sampler,
-                      _hooks(cfg, dist, val_loader, own_latest), scaler, grad_sync)
+                      _hooks(cfg, dist, val_loader, own_latest, _label_names(cfg, train_samples)), scaler, grad_sync)
     trainer.state = state
     trainer.inference_pir = export.with_pir(cfg, os.environ) if t.uniform_output_enabled else None
     trainer.restarts = this_start(control.restarts_from(os.environ), resume.states if resume else None, batch)
@@ -111,8 +114,10 @@ def _model(cfg: Config, rec, pretrain, is_main: bool):
     return model
 
 
-def _hooks(cfg: Config, dist: DistEnv, val_loader, own_latest: bool) -> list:
-    exporter = functools.partial(export.write_inference, cfg) if cfg.Train.uniform_output_enabled else None
+def _hooks(cfg: Config, dist: DistEnv, val_loader, own_latest: bool, labels: list[str]) -> list:
+    """The trainer's hooks; the per-checkpoint export gets the label names read once here."""
+    exporter = (functools.partial(export.write_inference, cfg, labels=labels) if cfg.Train.uniform_output_enabled
+                else None)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest, exporter), ResultHook(),
              DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]
