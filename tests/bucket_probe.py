@@ -17,6 +17,13 @@ from paddledist.engine.sync.bucket import BucketSync
 from paddledist.engine.distenv import DistEnv
 
 
+def bucket_holds(sync: BucketSync, k: int, param) -> bool:
+    """Whether param's gradient memory lies inside its bucket's buffer, at its own slice."""
+    b, start, end = sync.where[k]
+    base, ptr = sync.flat[b].data_ptr(), param.grad.data_ptr()
+    return base + 4 * start == ptr and ptr + 4 * (end - start) <= base + 4 * int(sync.flat[b].shape[0])
+
+
 def main(compression: str) -> None:
     pdist.init_parallel_env()
     rank, world = pdist.get_rank(), pdist.get_world_size()
@@ -24,7 +31,8 @@ def main(compression: str) -> None:
     body, head_a, head_b = paddle.nn.Linear(8, 300), paddle.nn.Linear(300, 4), paddle.nn.Linear(300, 4)
     params = [*body.parameters(), *head_a.parameters(), *head_b.parameters()]
     sync = BucketSync(params, DistEnv(rank, world), bucket_mb=0.002, compression=compression)  # 524 floats each
-    local, mean, sent_after_skips = [], [], []
+    optimizer = paddle.optimizer.SGD(parameters=params)  # only its gradients are cleared
+    local, mean, sent_after_skips, inside = [], [], [], []
     for step in range(3):
         for m in range(3):
             x = paddle.to_tensor(np.random.default_rng(100 * step + 10 * rank + m).normal(size=(5, 8)), "float32")
@@ -39,10 +47,11 @@ def main(compression: str) -> None:
         local.append([np.zeros(p.shape).tolist() if p.grad is None else p.grad.numpy().tolist() for p in params])
         sync()
         mean.append([p.grad.numpy().tolist() for p in params])
-        for p in params:
-            p.clear_gradient(set_to_zero=False)
+        inside.append(all(bucket_holds(sync, k, p) for k, p in enumerate(sync.params)))
+        sync.clear(optimizer)
     print(json.dumps({"rank": rank, "buckets": len(sync.buckets), "sent": sync.sent, "exchanges": sync.exchanges,
-                      "sent_after_skips": sent_after_skips, "local": local, "mean": mean}), flush=True)
+                      "sent_after_skips": sent_after_skips, "local": local, "mean": mean, "inside": inside,
+                      "views": sync.views}), flush=True)
 
 
 if __name__ == "__main__":

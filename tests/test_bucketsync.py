@@ -26,12 +26,12 @@ def test_buckets_follow_backward_order_and_close_at_the_limit():
     assert plan_buckets([1], 1) == [[0]]
 
 
-def run_probe(tmp_path: Path, compression: str) -> dict:
-    log_dir = tmp_path / compression
+def run_probe(tmp_path: Path, compression: str, disable: str = "") -> dict:
+    log_dir = tmp_path / f"{compression}{disable}"
     done = subprocess.run([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "--log_dir",
                            str(log_dir), str(REPO / "tests" / "bucket_probe.py"), compression],
                           capture_output=True, text=True, timeout=180, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                          env={**os.environ, "PYTHONPATH": str(REPO), "PADDLEDIST_DISABLE_CAPABILITIES": disable})
     logs = {r: (log_dir / f"workerlog.{r}").read_text() for r in (0, 1)}
     assert done.returncode == 0, done.stdout[-2000:] + logs[0][-2000:] + logs[1][-2000:]
     return {r: json.loads(next(line for line in logs[r].splitlines() if line.startswith('{"rank"'))) for r in logs}
@@ -54,6 +54,15 @@ def test_bucket_sync_averages_accumulated_gradients_once_per_update(tmp_path, co
             tol = 1e-6 if compression == "none" else 2 ** -7  # bf16 keeps 8 significant bits
             np.testing.assert_allclose(got[0], want, rtol=tol, atol=tol * np.abs(want).max())
     assert not np.any(out[0]["local"][0][4]) and np.any(out[1]["local"][0][4])  # rank 0 sent zeros for head_b
+    for r in (0, 1):  # backward wrote into the buckets: every gradient is a view, after every update
+        assert out[r]["views"] and out[r]["inside"] == [True, True, True], out[r]["inside"]
+
+
+def test_without_the_grad_view_capability_gradients_are_copied_and_the_mean_is_the_same(tmp_path):
+    views, copies = run_probe(tmp_path, "none"), run_probe(tmp_path, "none", disable="grad_view")
+    for r in (0, 1):
+        assert not copies[r]["views"] and copies[r]["inside"] == [False, False, False]
+        assert copies[r]["mean"] == views[r]["mean"]  # bit for bit: the same sums and the same scaling
 
 
 @pytest.mark.compat

@@ -13,7 +13,7 @@ from paddledist.engine.sync import bucket, flat, none, shm
 
 pytestmark = pytest.mark.unit
 
-MEMBERS = ["timed", "updates", "skip", "__call__", "close"]
+MEMBERS = ["timed", "updates", "skip", "__call__", "clear", "close"]
 STRATEGIES = [none.NoSync, flat.FlatSync, shm.ShmSync, bucket.BucketSync]
 
 
@@ -30,7 +30,7 @@ def test_the_protocol_names_what_the_trainer_calls():
 def test_every_strategy_implements_every_member(strategy):
     missing = [m for m in MEMBERS if not hasattr(strategy, m)]
     assert not missing, f"{strategy.__name__} lacks {missing}"
-    for method in ("skip", "__call__", "close"):
+    for method in ("skip", "__call__", "clear", "close"):
         assert callable(getattr(strategy, method))
     assert isinstance(strategy.timed, bool) and isinstance(strategy.updates, bool)
 

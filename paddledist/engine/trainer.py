@@ -147,8 +147,7 @@ class Trainer:
             self.scaler.update()
         elif not self.grad_sync.updates:  # the shm sync applies the update while it exchanges gradients
             self.optimizer.step()
-        self.optimizer.clear_grad(set_to_zero=False)  # drop, not zero: nothing reads the zeros (paddle's next
-        # backward replaces them), and the shm sync's gradients point at memory the other ranks may still read
+        self.grad_sync.clear(self.optimizer)  # dropped, or zeroed where they live in the sync's buckets
         self.scheduler.step()
         self.state.global_step += 1
 

@@ -25,6 +25,8 @@ import paddle
 from paddle.base import core
 
 from paddledist.errors import UserError
+from paddledist.paddle_internals import grad_view as _grad_view
+from paddledist.paddle_internals.grad_view import grad_view, is_view  # noqa: F401
 from paddledist.paddle_internals.momentum import (momentum_kind, momentum_terms, momentum_update,  # noqa: F401
                                                   momentum_velocities)
 
@@ -207,6 +209,8 @@ def _probe_momentum() -> None:
 CAPABILITIES = {c.name: c for c in (
     Capability("grad_hook", "Tensor._register_backward_hook", _probe_grad_hook),
     Capability("give_grad", "Tensor._copy_gradient_from", _probe_give_grad),
+    Capability("grad_view", "Tensor._slice, DenseTensor._set_dims, Tensor._copy_gradient_from (a gradient that is a "
+               "view of a bucket)", _grad_view.probe),
     Capability("share_buffer", "Tensor._share_buffer_to", _probe_share_buffer),
     Capability("numpy_view", "DLPack both ways (paddle 3.0's legacy export: data_ptr)", _probe_numpy_view),
     Capability("global_all_reduce", "collective._get_global_group().process_group.all_reduce, core.ReduceOp",

@@ -98,7 +98,7 @@ def train_steps(cfg: Config, dist: DistEnv, kind: str, progress: Progress) -> _L
         sync()
         if not sync.updates:
             optimizer.step()
-        optimizer.clear_grad(set_to_zero=False)
+        sync.clear(optimizer)
         scheduler.step()
         values.append(float(loss))
         progress.beat(f"after doctor step {step + 1}/{STEPS}")

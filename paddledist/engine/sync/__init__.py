@@ -58,6 +58,9 @@ class GradSync(Protocol):
     def __call__(self) -> None:
         """After the last backward of an update: every rank's gradients are the mean over ranks."""
 
+    def clear(self, optimizer) -> None:
+        """After the update: drop the gradients (or, where they live in the sync's buffers, zero them)."""
+
     def close(self) -> None:
         """At the end of training (or on its failure): stop what the sync started (the bucket sync's thread)."""
 

@@ -1,10 +1,15 @@
 """Gradient averaging through paddle's own all-reduce, overlapped with backward (Train.grad_sync=bucket).
 
 Gradients are grouped into buckets of about Train.grad_bucket_mb, in the reverse order of the parameters (the
-order backward produces them, as paddle's DataParallel reducer groups them). A backward hook copies each
-gradient into its bucket; once a bucket is full, and every bucket before it has been handed on, a background
-thread all-reduces it with the process group's `all_reduce` while backward goes on. After the last backward
-the caller waits for every bucket and reads the mean back into the gradients.
+order backward produces them, as paddle's DataParallel reducer groups them). Each parameter's gradient is a view
+of its slice of the bucket (PyTorch DDP's gradient_as_bucket_view; paddle_internals' grad_view capability), so
+backward accumulates straight into the buffer that goes on the wire: no copy in, no copy out. A backward hook
+marks each gradient ready; once a bucket is complete, and every bucket before it has been handed on, a
+background thread all-reduces it in place with the process group's `all_reduce` while backward goes on. After
+the last backward the caller waits for every bucket and scales each in place by 1/world size: the optimizer
+reads the mean where backward wrote. `clear` zeroes the buckets for the next update instead of dropping the
+gradients. Where the capability fails (or a gradient was given memory of its own), the gradient is copied in and
+the mean copied back, as before.
 
 Why a thread: paddle's gloo process group runs `all_reduce(..., sync_op=False)` to the end inside the call
 (the task it returns is already complete), so "async" alone overlaps nothing on CPU; the call lets go of the
@@ -31,6 +36,7 @@ import paddle
 
 from paddledist import paddle_internals as internals
 from paddledist.engine.distenv import DistEnv
+from paddledist.engine.sync.none import drop_grads
 
 WIRE = {"none": None, "bf16": "bfloat16", "fp16": "float16"}
 """Train.grad_compression -> the dtype gradients travel in (None: as they are, float32)."""
@@ -69,6 +75,9 @@ class BucketSync:
             self.where.update({k: (b, int(offsets[i]), int(offsets[i + 1])) for i, k in enumerate(members)})
             self.flat.append(paddle.zeros([int(offsets[-1])], dtype="float32"))
         self.arrays = [internals.numpy_view(t) for t in self.flat]
+        self.views = internals.missing("grad_view") is None
+        """Whether gradients live in the buckets (else they are copied in and out)."""
+        self._attach()
         self.wire: list[Optional[paddle.Tensor]] = [None] * len(self.buckets)
         self.exchanges = 0
         """Completed exchanges (one per update); every bucket is all-reduced once per exchange and never else."""
@@ -93,12 +102,29 @@ class BucketSync:
         """Micro-batches before the last of an update: gradients accumulate in place, nothing is sent."""
         return flag(self, "skipping")
 
+    def _attach(self) -> None:
+        """Every gradient a view of its bucket slice again (after paddle gave one memory of its own)."""
+        for k, p in enumerate(self.params) if self.views else ():
+            b, start, end = self.where[k]
+            if not internals.is_view(p, self.flat[b], start):
+                internals.grad_view(p, self.flat[b], start, end)
+
+    def clear(self, optimizer) -> None:
+        """After the update: zero the buckets (the gradients' memory) for the next one's backward."""
+        if not self.views:
+            drop_grads(optimizer)
+            return
+        for array in self.arrays:
+            array.fill(0)
+        self._attach()
+
     def _arrived(self, k: int) -> None:
         if self.skipping or self.arrived[k]:
             return
         b, start, end = self.where[k]
         grad = self.params[k].grad
-        self.arrays[b][start:end] = 0 if grad is None else internals.numpy_view(grad.detach()).reshape(-1)
+        if not (self.views and internals.is_view(self.params[k], self.flat[b], start)):  # no view: copy it in
+            self.arrays[b][start:end] = 0 if grad is None else internals.numpy_view(grad.detach()).reshape(-1)
         self.arrived[k] = True
         self.missing[b] -= 1
         self._send_ready()
@@ -142,14 +168,18 @@ class BucketSync:
         self._reset()
 
     def _read_back(self) -> None:
+        """The mean into the buckets, in place; gradients that are not views get theirs copied out."""
         scale = np.float32(1.0 / self.dist.world_size)
         for b in range(len(self.buckets)):
-            wide = self.flat[b] if self.wire_dtype is None else self.wire[b].astype("float32")
-            summed = internals.numpy_view(wide)
+            if self.wire_dtype is None:
+                np.multiply(self.arrays[b], scale, out=self.arrays[b])
+            else:
+                np.multiply(internals.numpy_view(self.wire[b].astype("float32")), scale, out=self.arrays[b])
             for k in self.buckets[b]:
                 p, (_, start, end) = self.params[k], self.where[k]
-                internals.ensure_grad(p)  # unused here, maybe used elsewhere: a gradient of its own for the mean
-                np.multiply(summed[start:end], scale, out=internals.numpy_view(p.grad.detach()).reshape(-1))
+                if not (self.views and internals.is_view(p, self.flat[b], start)):
+                    internals.ensure_grad(p)  # unused here, maybe used elsewhere: a gradient of its own
+                    internals.numpy_view(p.grad.detach()).reshape(-1)[:] = self.arrays[b][start:end]
 
 
 @contextlib.contextmanager

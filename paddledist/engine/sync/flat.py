@@ -11,6 +11,7 @@ import paddle.distributed as pdist
 
 from paddledist import paddle_internals as internals
 from paddledist.engine.distenv import DistEnv
+from paddledist.engine.sync.none import drop_grads
 
 
 class FlatParams:
@@ -27,6 +28,9 @@ class FlatParams:
 
     def skip(self):
         return contextlib.nullcontext()  # gradients only meet in __call__
+
+    def clear(self, optimizer) -> None:
+        drop_grads(optimizer)
 
     def close(self) -> None:
         pass

@@ -5,6 +5,12 @@ from __future__ import annotations
 import contextlib
 
 
+def drop_grads(optimizer) -> None:
+    """Drop, not zero: nothing reads the zeros (paddle's next backward replaces them), and the shm sync's
+    gradients point at memory the other ranks may still read."""
+    optimizer.clear_grad(set_to_zero=False)
+
+
 class NoSync:
     """One process, or paddle's reducer (which syncs inside backward): nothing to do after backward."""
 
@@ -22,6 +28,9 @@ class NoSync:
 
     def __call__(self) -> None:
         pass
+
+    def clear(self, optimizer) -> None:
+        drop_grads(optimizer)
 
     def close(self) -> None:
         pass
