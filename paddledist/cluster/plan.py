@@ -55,8 +55,9 @@ class ClusterPlan:
     platform_rank: Optional[int] = None
     """This node's rank as the platform gave it (SLURM_NODEID, PADDLE_TRAINER_ID), or None."""
     min_nodes: int = 0
-    """Train.nnodes MIN:MAX (master-address mode): once Train.peer_timeout has passed, node 0 continues with as
-    few as this many machines; 0: every one of `nnodes` must come. Stays as given when the ranks are agreed."""
+    """Train.nnodes MIN:MAX: in master-address mode, once Train.peer_timeout has passed, node 0 continues with as
+    few as this many machines; with a Train.dist_ips pool, the fewest the survivors of a loss re-form with
+    (cluster/pool.py); 0: every one of `nnodes` must come."""
 
     @property
     def host(self) -> str:

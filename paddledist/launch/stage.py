@@ -7,6 +7,7 @@ import sys
 from typing import Mapping, Sequence
 
 from paddledist import cluster
+from paddledist.cluster import pool
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
 from paddledist.launch import stall
@@ -61,7 +62,8 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
                           control: Control) -> int:
     """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
     and relaunch with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN
-    of them: a new world size continues the schedule by progress; the others do the same on their own)."""
+    of them: a new world size continues the schedule by progress; the others do the same on their own; a
+    Train.dist_ips pool re-forms without the machines the loss verdict names, cluster/pool.py)."""
     restarts: list[dict] = []
     args = script_args
     while True:
@@ -77,8 +79,14 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
                 print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
                       f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
             return ended.code
+        plan, line = pool.next_plan(plan, ended.cause)  # a Train.dist_ips pool: without the lost machine(s)
+        if plan is None:
+            print(f"paddledist: {line}: {ended.cause}", file=sys.stderr, flush=True)
+            return ended.code
+        if line:
+            print(f"paddledist: {line}", flush=True)
         restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
-        who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes
+        who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes and not plan.agreed
                else f"all {plan.nnodes} node(s)")
         print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
               f"from {cfg.Global.output}/latest once {who} meet again on {plan.nodes[0]}:"
