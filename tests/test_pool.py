@@ -4,14 +4,20 @@ runs are in tests/test_pool_multihost.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from test_cluster_sources import LAN
 
 from paddledist import cli
 from paddledist.cluster import plan
-from paddledist.cluster.pool import lost_in, next_plan
+from paddledist.cluster.pool import lost_in, next_plan, placed_on
+from paddledist.cluster.poolmeet import Lobby, ask, meet, rejoin
 from paddledist.cluster.sources import find_source
 from paddledist.config import load
 from paddledist.errors import UserError
@@ -99,3 +105,66 @@ def test_the_lost_addresses_are_read_from_the_verdict_words():
     p = pool_plan("10.0.0.1")
     assert lost_in("node 1 (10.0.0.2) lost: a; node 2 (10.0.0.3) lost, reported by node 0: b", p) == \
         ["10.0.0.2", "10.0.0.3"]
+
+
+# --- the meeting between launches (cluster/poolmeet.py), on loopback addresses in threads -----------------------
+
+def loop_plan(me: str, port: int, view: tuple = ()):
+    """What plan() gives a listed machine of a 2:3 pool (its own address among the listed), on loopback."""
+    listed = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    p = dataclasses.replace(pool_plan(), nodes=listed, names=listed, pool=listed, port=port, peer_timeout=5,
+                            node_rank=listed.index(me))
+    return placed_on(p, view) if view else p
+
+
+def in_threads(**calls) -> dict:
+    results: dict = {}
+
+    def run(name, call):
+        try:
+            results[name] = call()
+        except Exception as e:  # noqa: BLE001 - the test reads it
+            results[name] = e
+
+    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return results
+
+
+def test_a_returning_machine_waits_in_the_hubs_lobby_and_is_taken_in_at_the_restart():
+    port = free_port()
+    a, b = "127.0.0.1", "127.0.0.2"
+    hub = loop_plan(a, port, (a, b))  # the pool re-formed without 127.0.0.3, which now comes back
+    with Lobby() as lobby:
+        lobby.open(hub)
+        waiting = {}
+        waiter = threading.Thread(target=lambda: waiting.update(c=rejoin(loop_plan("127.0.0.3", port))))
+        waiter.start()
+        time.sleep(1.0)  # it waits: the restart has not come yet
+        assert waiter.is_alive()
+        got = in_threads(a=lambda: meet(hub, lobby), b=lambda: ask(loop_plan(b, port, (a, b))))
+        waiter.join(timeout=10)
+    everyone = (a, b, "127.0.0.3")
+    assert [(got["a"].nodes, got["a"].node_rank), (got["b"].nodes, got["b"].node_rank)] == [(everyone, 0),
+                                                                                            (everyone, 1)]
+    assert (waiting["c"].nodes, waiting["c"].node_rank, waiting["c"].names) == (everyone, 2, everyone)
+
+
+def test_a_machine_that_left_the_lobby_is_not_taken_in_and_nothing_running_means_start_as_listed():
+    port = free_port()
+    a, b = "127.0.0.1", "127.0.0.2"
+    started = time.monotonic()
+    alone = loop_plan("127.0.0.3", port)
+    assert rejoin(alone) == alone and time.monotonic() - started < 2  # nobody listening: refused at once
+    hub = loop_plan(a, port, (a, b))
+    with Lobby() as lobby:
+        lobby.open(hub)
+        gone = socket.create_connection((a, port))
+        gone.sendall(b'{"join": "127.0.0.3", "job": "paddledist"}\n')
+        time.sleep(0.5)
+        gone.close()
+        got = in_threads(a=lambda: meet(hub, lobby), b=lambda: ask(loop_plan(b, port, (a, b))))
+    assert got["a"].nodes == got["b"].nodes == (a, b), got

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from netns import netns_hosts  # noqa: F401  (fixture)
 from test_elastic_multihost import kill_host, list_command
 from test_failures_multihost import output, pids_in, start, wait_all
-from test_heal_multihost import EPOCHS, wait_for_text
+from test_heal_multihost import EPOCHS, kill_workers, wait_for_text
 
 pytestmark = pytest.mark.multihost
 
@@ -34,9 +35,9 @@ def largest_difference(a: dict, b: dict) -> float:
     return max(float(abs(a[k] - b[k]).max()) for k in a)
 
 
-def reference_run(hosts, tmp_path: Path) -> dict:
+def reference_run(hosts, tmp_path: Path, *extra: str) -> dict:
     """The same config on all three hosts, uninterrupted: the parameters the pool run must reach."""
-    reference = start(hosts, tmp_path, "reference", list_command(hosts.addresses, "Global.output=ref"))
+    reference = start(hosts, tmp_path, "reference", list_command(hosts.addresses, "Global.output=ref", *extra))
     assert all(code == 0 for code, _ in wait_all(reference, timeout=400).values()), output(tmp_path, "reference", 0)
     return params(tmp_path / "host0" / "ref")
 
@@ -69,3 +70,44 @@ def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_
         print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
         assert difference <= 1e-5, difference
     assert not pids_in(hosts, 1) and not pids_in(hosts, 2)
+
+
+LONGER = "Train.epochs_iters=6"
+"""Room for a loss, a re-formed launch, the lost host's return and a second fault before the end."""
+
+
+def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_job_ends_on_three(netns_hosts, tmp_path):  # noqa: F811,E501
+    hosts = netns_hosts(3)
+    want = reference_run(hosts, tmp_path, LONGER)
+    argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
+    procs = start(hosts, tmp_path, "pool", argv)
+    rank0 = tmp_path / "host0" / "out" / "logs" / "train.rank0.log"
+    wait_for_text(rank0, "epoch 2/6 iter 10/", procs, timeout=300)
+    kill_host(hosts, procs, 2)
+    shutil.rmtree(tmp_path / "host2" / "out")
+    survivors = {i: procs[i] for i in (0, 1)}
+    wait_for_text(rank0, "on 2 rank(s): per-rank batch 6", survivors, timeout=200)  # re-formed and relaunched
+    back = open(tmp_path / "back.host2.txt", "w")
+    procs[2] = hosts.popen(2, argv, cwd=str(tmp_path / "host2"), stdout=back, stderr=subprocess.STDOUT)
+    wait_for_text(tmp_path / "back.host2.txt", "this node waits there to be taken in at its next restart", procs,
+                  timeout=60)
+    kill_workers(hosts, 1)  # a second fault forces the next restart
+    done = wait_all(procs, timeout=400)
+    a, b, c = hosts.addresses
+    for i, (code, _) in done.items():
+        text = output(tmp_path, "back" if i == 2 else "pool", i)
+        assert code == 0, f"host {i}:\n{text[-4000:]}"
+    for i in (0, 1):
+        text = output(tmp_path, "pool", i)
+        assert f"dropping {c}: re-forming on 2 machine(s) {a},{b}; {a} is the hub and rank 0" in text, text[-4000:]
+        assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node {i}" in text, text[-4000:]
+    assert f"the pool of Train.dist_ips runs with {a} as its hub" in output(tmp_path, "back", 2)
+    got = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
+    assert got["done_flag"] is True and got["world_size"] == 3, got
+    assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]
+    assert f"node 2 ({c}) lost" in got["restarts"][0]["cause"] and f"node 1 ({b}) stopped" in \
+        got["restarts"][1]["cause"], got["restarts"]
+    for i in (0, 1, 2):
+        difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
+        print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
+        assert difference <= 1e-5, difference

@@ -22,7 +22,7 @@ _LOST = re.compile(r"\bnode (\d+) \(([^)\s]+)\) lost\b")
 
 def is_pool(plan: ClusterPlan) -> bool:
     """A machine list (ranks agreed from the start) with a range of machine counts: Train.nnodes=MIN:MAX."""
-    return plan.agreed and plan.min_nodes > 0 and plan.nnodes > 1
+    return bool(plan.pool) and plan.agreed and plan.nnodes > 1
 
 
 def lost_in(cause: Optional[str], plan: ClusterPlan) -> list[str]:
@@ -37,10 +37,13 @@ def lost_in(cause: Optional[str], plan: ClusterPlan) -> list[str]:
 
 def without(plan: ClusterPlan, lost: list[str]) -> ClusterPlan:
     """`plan` without the `lost` machines, in list order (the first that is left is node 0, the hub)."""
-    keep = [k for k, address in enumerate(plan.nodes) if address not in lost]
-    nodes = tuple(plan.nodes[k] for k in keep)
-    names = tuple(plan.names[k] for k in keep) if len(plan.names) == plan.nnodes else nodes
-    return dataclasses.replace(plan, nodes=nodes, names=names, node_rank=nodes.index(plan.host))
+    return placed_on(plan, tuple(address for address in plan.nodes if address not in lost))
+
+
+def placed_on(plan: ClusterPlan, nodes: tuple) -> ClusterPlan:
+    """`plan` on `nodes` (listed addresses, in list order); named by address, the same on every node whichever
+    way it came to this list (the preflight compares the names)."""
+    return dataclasses.replace(plan, nodes=nodes, names=nodes, node_rank=nodes.index(plan.host))
 
 
 def next_plan(plan: ClusterPlan, cause: Optional[str]) -> tuple[Optional[ClusterPlan], str]:
