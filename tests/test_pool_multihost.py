@@ -72,7 +72,7 @@ def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_
     assert not pids_in(hosts, 1) and not pids_in(hosts, 2)
 
 
-LONGER = "Train.epochs_iters=6"
+LONGER = "Train.epochs_iters=8"
 """Room for a loss, a re-formed launch, the lost host's return and a second fault before the end."""
 
 
@@ -82,11 +82,12 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
     argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
     procs = start(hosts, tmp_path, "pool", argv)
     rank0 = tmp_path / "host0" / "out" / "logs" / "train.rank0.log"
-    wait_for_text(rank0, "epoch 2/6 iter 10/", procs, timeout=300)
+    wait_for_text(rank0, "epoch 2/8 iter 10/", procs, timeout=300)
     kill_host(hosts, procs, 2)
     shutil.rmtree(tmp_path / "host2" / "out")
     survivors = {i: procs[i] for i in (0, 1)}
     wait_for_text(rank0, "on 2 rank(s): per-rank batch 6", survivors, timeout=200)  # re-formed and relaunched
+    wait_for_text(rank0, "epoch 3/8 iter 10/", survivors, timeout=200)  # the two saved epoch 2 on their own
     back = open(tmp_path / "back.host2.txt", "w")
     procs[2] = hosts.popen(2, argv, cwd=str(tmp_path / "host2"), stdout=back, stderr=subprocess.STDOUT)
     wait_for_text(tmp_path / "back.host2.txt", "this node waits there to be taken in at its next restart", procs,
@@ -107,6 +108,7 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
     assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]
     assert f"node 2 ({c}) lost" in got["restarts"][0]["cause"] and f"node 1 ({b}) stopped" in \
         got["restarts"][1]["cause"], got["restarts"]
+    assert got["restarts"][1]["epoch"] >= 2, got["restarts"]  # the three went on from what the two had done
     for i in (0, 1, 2):
         difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
         print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
