@@ -6,12 +6,13 @@
 - A machine of the list starting (its command run again after it was lost) first probes the other listed
   machines' Train.port in list order, silently: a preflight says nothing first (and drops a silent connection
   after a few seconds, harmlessly), only a lobby greets. Greeted by a running pool of the same job and list, it
-  says {"join": its address} and waits there for the next restart, up to Train.peer_timeout (a restart forced
-  by a fault, or the next one's); otherwise it starts as listed.
+  says {"join": its address} and waits there for the next restart (the pool's next fault), up to
+  Train.peer_timeout; otherwise it starts as listed.
 - At a restart the hub (the first live machine of its view) takes the survivors of its view and the machines
   waiting in its lobby, up to the list, in list order, and answers each {"nodes": [...]}; every other survivor
   asks the hub for that list. Then everyone runs the ordinary preflight on the agreed list.
-Plain TCP and JSON lines (wire.LineSocket); no paddle.
+Plain TCP and JSON lines (wire.LineSocket), not authenticated (as paddle's own store: a private network); no
+paddle. A connection that greets and then says nothing costs the hub's meeting up to _LINE_S.
 """
 
 from __future__ import annotations
