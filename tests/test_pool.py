@@ -142,15 +142,18 @@ def test_a_returning_machine_waits_in_the_hubs_lobby_and_is_taken_in_at_the_rest
         lobby.open(hub)
         waiting = {}
         waiter = threading.Thread(target=lambda: waiting.update(c=rejoin(loop_plan("127.0.0.3", port))))
+        history = [{"cause": "node 2 (127.0.0.3) lost: x", "epoch": 1, "nodes": 2}]
         waiter.start()
         time.sleep(1.0)  # it waits: the restart has not come yet
         assert waiter.is_alive()
-        got = in_threads(a=lambda: meet(hub, lobby), b=lambda: ask(loop_plan(b, port, (a, b))))
+        got = in_threads(a=lambda: meet(hub, lobby, history), b=lambda: ask(loop_plan(b, port, (a, b))))
         waiter.join(timeout=10)
     everyone = (a, b, "127.0.0.3")
     assert [(got["a"].nodes, got["a"].node_rank), (got["b"].nodes, got["b"].node_rank)] == [(everyone, 0),
                                                                                             (everyone, 1)]
-    assert (waiting["c"].nodes, waiting["c"].node_rank, waiting["c"].names) == (everyone, 2, everyone)
+    taken, restarts = waiting["c"]
+    assert (taken.nodes, taken.node_rank, taken.names) == (everyone, 2, everyone)
+    assert restarts == history  # the job's restarts so far: a returning machine may be the next rank 0
 
 
 def test_a_machine_that_left_the_lobby_is_not_taken_in_and_nothing_running_means_start_as_listed():
@@ -158,7 +161,7 @@ def test_a_machine_that_left_the_lobby_is_not_taken_in_and_nothing_running_means
     a, b = "127.0.0.1", "127.0.0.2"
     started = time.monotonic()
     alone = loop_plan("127.0.0.3", port)
-    assert rejoin(alone) == alone and time.monotonic() - started < 2  # nobody listening: refused at once
+    assert rejoin(alone) == (alone, []) and time.monotonic() - started < 2  # nobody listening: refused at once
     hub = loop_plan(a, port, (a, b))
     with Lobby() as lobby:
         lobby.open(hub)

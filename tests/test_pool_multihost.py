@@ -3,7 +3,8 @@ Train.max_restarts, LeNet without augmentation. A host killed for good mid-run (
 Global.output deleted) leaves two that re-form on their own within the same command (cluster/pool.py): the first
 live machine of the list is the new hub and rank 0, they continue from the newest latest the two kept
 (engine/latest.py) at the same global batch (engine/batchplan.py), and their final parameters equal those of an
-uninterrupted three-host run."""
+uninterrupted three-host run. A lost host whose command is run again waits in the hub's lobby and is taken in at
+the next restart (a second fault forces one, cluster/poolmeet.py): the job ends on three, the same parameters."""
 
 from __future__ import annotations
 
@@ -109,6 +110,43 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
     assert f"node 2 ({c}) lost" in got["restarts"][0]["cause"] and f"node 1 ({b}) stopped" in \
         got["restarts"][1]["cause"], got["restarts"]
     assert got["restarts"][1]["epoch"] >= 2, got["restarts"]  # the three went on from what the two had done
+    for i in (0, 1, 2):
+        difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
+        print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
+        assert difference <= 1e-5, difference
+
+
+def test_the_first_host_run_again_rejoins_as_the_hub_and_rank_0_and_the_job_ends_on_three(netns_hosts, tmp_path):  # noqa: F811,E501
+    """The head of the list is lost for good, then its command is run again: it waits in the new hub's lobby, is
+    taken in at the next restart (a second fault) and, first of the list again, is the hub and rank 0; its
+    results carry the job's restarts, which the hub of the re-formed pool handed it."""
+    hosts = netns_hosts(3)
+    want = reference_run(hosts, tmp_path, LONGER)
+    argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
+    procs = start(hosts, tmp_path, "pool", argv)
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 2/8 iter 10/", procs, timeout=300)
+    kill_host(hosts, procs, 0)
+    shutil.rmtree(tmp_path / "host0" / "out")
+    survivors = {i: procs[i] for i in (1, 2)}
+    rank0 = tmp_path / "host1" / "out" / "logs" / "train.rank0.log"  # host 1 is rank 0 of the re-formed pool
+    wait_for_text(rank0, "on 2 rank(s): per-rank batch 6", survivors, timeout=200)
+    wait_for_text(rank0, "epoch 3/8 iter 10/", survivors, timeout=200)
+    back = open(tmp_path / "back.host0.txt", "w")
+    procs[0] = hosts.popen(0, argv, cwd=str(tmp_path / "host0"), stdout=back, stderr=subprocess.STDOUT)
+    wait_for_text(tmp_path / "back.host0.txt", "this node waits there to be taken in at its next restart", procs,
+                  timeout=60)
+    kill_workers(hosts, 2)  # a second fault forces the next restart
+    done = wait_all(procs, timeout=400)
+    a, b, c = hosts.addresses
+    for i, (code, _) in done.items():
+        assert code == 0, f"host {i}:\n{output(tmp_path, 'back' if i == 0 else 'pool', i)[-4000:]}"
+    assert f"the pool of Train.dist_ips runs with {b} as its hub" in output(tmp_path, "back", 0)
+    for i in (1, 2):
+        assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node {i}" in output(tmp_path, "pool", i)
+    got = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
+    assert got["done_flag"] is True and got["world_size"] == 3, got
+    assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]
+    assert got["restarts"][1]["epoch"] >= 2, got["restarts"]
     for i in (0, 1, 2):
         difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
         print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")

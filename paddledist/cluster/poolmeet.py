@@ -102,9 +102,10 @@ class Lobby:
             link.close()
 
 
-def meet(plan: ClusterPlan, lobby: Lobby) -> ClusterPlan:
+def meet(plan: ClusterPlan, lobby: Lobby, restarts: list = ()) -> ClusterPlan:
     """The hub at a restart: wait (up to Train.peer_timeout) for the other survivors of its view; take them and
-    the listed machines waiting in its lobby, in list order, and tell each the list. Raises UserError below MIN."""
+    the listed machines waiting in its lobby, in list order, and tell each the list and the job's `restarts` so
+    far (a returning machine may be rank 0 next, whose results list them). Raises UserError below MIN."""
     lobby.open(plan)
     expected = set(plan.nodes) - {plan.host}
     came: dict[str, LineSocket] = {}
@@ -116,7 +117,7 @@ def meet(plan: ClusterPlan, lobby: Lobby) -> ClusterPlan:
     lobby.close()
     came = {address: link for address, link in came.items() if address in expected or _alive(link)}
     nodes = tuple(a for a in plan.pool if a == plan.host or a in came)
-    verdict = ({"nodes": list(nodes)} if len(nodes) >= plan.min_nodes else
+    verdict = ({"nodes": list(nodes), "restarts": list(restarts)} if len(nodes) >= plan.min_nodes else
                {"error": f"only {len(nodes)} listed machine(s) met at the restart ({', '.join(nodes)}), fewer than "
                          f"Train.nnodes MIN={plan.min_nodes}"})
     for link in came.values():
@@ -160,24 +161,25 @@ def ask(plan: ClusterPlan) -> ClusterPlan:
     while True:
         link = _greeted(hub, plan)
         if link is not None:
-            return _wait_for_list(plan, link, plan.peer_timeout + _LINE_S, f"the pool's hub {hub}")
+            return _wait_for_list(plan, link, plan.peer_timeout + _LINE_S, f"the pool's hub {hub}")[0]
         if time.monotonic() >= deadline:
             raise UserError(f"the pool's hub {hub} did not meet this node on Train.port {plan.port} within "
                             f"Train.peer_timeout={plan.peer_timeout}s after the restart; look at its output")
         time.sleep(0.5)
 
 
-def rejoin(plan: ClusterPlan) -> ClusterPlan:
+def rejoin(plan: ClusterPlan) -> tuple[ClusterPlan, list]:
     """A listed machine starting: when another listed machine's Train.port greets as a running pool of this job
     (this machine was lost and its command is run again), wait there to be taken in at its next restart, up to
-    Train.peer_timeout; otherwise (every machine starting together) the plan as listed."""
+    Train.peer_timeout: the plan then, and the job's restarts so far; otherwise (every machine starting
+    together) the plan as listed and no restarts."""
     for address in plan.pool:
         link = None if address == plan.host else _greeted(address, plan)
         if link is not None:
             print(f"paddledist: the pool of Train.dist_ips runs with {address} as its hub: this node waits there to "
                   f"be taken in at its next restart (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
             return _wait_for_list(plan, link, plan.peer_timeout, f"the running pool's hub {address}")
-    return plan
+    return plan, []
 
 
 def _greeted(address: str, plan: ClusterPlan) -> Optional[LineSocket]:
@@ -193,7 +195,7 @@ def _greeted(address: str, plan: ClusterPlan) -> Optional[LineSocket]:
     return link
 
 
-def _wait_for_list(plan: ClusterPlan, link: LineSocket, wait_s: float, hub: str) -> ClusterPlan:
+def _wait_for_list(plan: ClusterPlan, link: LineSocket, wait_s: float, hub: str) -> tuple[ClusterPlan, list]:
     try:
         link.send({"join": plan.host, "job": plan.job_id})
         reply = link.read(timeout=wait_s)
@@ -207,7 +209,8 @@ def _wait_for_list(plan: ClusterPlan, link: LineSocket, wait_s: float, hub: str)
     nodes = reply.get("nodes")
     if not isinstance(nodes, list) or plan.host not in nodes or not set(nodes) <= set(plan.pool):
         raise UserError(f"{hub} reports: {reply.get('error') or f'a list without this node: {nodes}'}")
-    return placed_on(plan, tuple(nodes))
+    restarts = reply.get("restarts") if isinstance(reply.get("restarts"), list) else []
+    return placed_on(plan, tuple(nodes)), [r for r in restarts if isinstance(r, dict)]
 
 
 def _listen(port: int) -> socket.socket:

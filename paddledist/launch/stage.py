@@ -54,20 +54,21 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         _print_command(plan, argv, env)
         return 0
     _print_choices(plan, env)
-    if pool.is_pool(plan):
-        plan = poolmeet.rejoin(plan)  # a pool already running without this machine takes it in at its next restart
+    restarts: list[dict] = []
+    if pool.is_pool(plan):  # a pool already running without this machine takes it in at its next restart
+        plan, restarts = poolmeet.rejoin(plan)
     with Control() as control:
-        return _launch_with_restarts(cfg, plan, script, list(script_args), control)
+        return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts)
 
 
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
-                          control: Control) -> int:
+                          control: Control, restarts: list[dict]) -> int:
     """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
     and relaunch with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN
     of them: a new world size continues the schedule by progress; the others do the same on their own; a
     Train.dist_ips pool re-forms without the machines the loss verdict names, cluster/pool.py)."""
-    restarts: list[dict] = []
-    args = script_args
+    # `restarts`: the job's so far when this machine was taken into a running pool, which resumes from latest
+    args = [*script_args, "-o", "Train.resume_path=auto"] if restarts else script_args
     with poolmeet.Lobby() as lobby:
         while True:
             ended = _launch_once(cfg, plan, script, args, control, restarts, lobby)
@@ -108,7 +109,7 @@ def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: lis
           f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
     if not pool.is_pool(plan):
         return plan
-    placed = poolmeet.meet(plan, lobby) if plan.node_rank == 0 else poolmeet.ask(plan)
+    placed = poolmeet.meet(plan, lobby, restarts) if plan.node_rank == 0 else poolmeet.ask(plan)
     if placed.nodes != plan.nodes:
         print(f"paddledist: the pool meets on {placed.nnodes} machine(s) {','.join(placed.nodes)}: this node is "
               f"node {placed.node_rank}", flush=True)
