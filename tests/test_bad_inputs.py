@@ -92,7 +92,7 @@ CASES = [
      ["Train.dist_ips entry 2 'node b!' is neither an IPv4 address nor a host name"], False),
     ("dist_master without nnodes", [f"Train.dist_master={A}:36543"], ["Train.dist_master needs Train.nnodes"], False),
     ("nnodes range with dist_ips", [f"Train.dist_ips={A},{B}", "Train.nnodes=2:3"],
-     ["Train.nnodes=2:3: a range of machines needs Train.dist_master"], False),
+     ["Train.nnodes=2:3 but Train.dist_ips lists 2 machines"], False),
     ("nnodes range backwards", [f"Train.dist_master={A}:36543", "Train.nnodes=3:2"],
      ["Train.nnodes=3:2: a range is MIN:MAX, the smaller count first"], False),
     ("dist_ips duplicate", [f"Train.dist_ips={A},{B},{A}"],

@@ -51,12 +51,6 @@ def test_the_int_form_is_unchanged_and_a_range_gives_the_fewest():
     assert (quoted.nnodes, quoted.min_nodes) == (4, 2)
 
 
-def test_a_range_with_dist_ips_is_refused():
-    with pytest.raises(UserError) as e:
-        find_source(load(None, ["Train.dist_ips=10.0.0.1,10.0.0.2", "Train.nnodes=2:3"]), {})
-    assert "a range of machines needs Train.dist_master" in str(e.value) and "\n" not in str(e.value)
-
-
 def test_the_plan_keeps_the_range_on_node_0():
     p = plan(load(None, ["Train.dist_master=10.0.0.2:36543", "Train.nnodes=2:3"]), local=LAN, env={})
     assert (p.nnodes, p.min_nodes, p.node_rank, p.agreed) == (3, 2, 0, False)

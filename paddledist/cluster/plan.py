@@ -55,8 +55,12 @@ class ClusterPlan:
     platform_rank: Optional[int] = None
     """This node's rank as the platform gave it (SLURM_NODEID, PADDLE_TRAINER_ID), or None."""
     min_nodes: int = 0
-    """Train.nnodes MIN:MAX (master-address mode): once Train.peer_timeout has passed, node 0 continues with as
-    few as this many machines; 0: every one of `nnodes` must come. Stays as given when the ranks are agreed."""
+    """Train.nnodes MIN:MAX: in master-address mode, once Train.peer_timeout has passed, node 0 continues with as
+    few as this many machines; with a Train.dist_ips pool, the fewest the survivors of a loss re-form with
+    (cluster/pool.py); 0: every one of `nnodes` must come."""
+    pool: tuple = ()
+    """A Train.dist_ips pool (Train.nnodes MIN:MAX with a list): every listed address, in list order; kept when the
+    survivors of a loss re-form on fewer (a machine that comes back is taken in again, up to the list)."""
     secret: Optional[bytes] = field(default=None, repr=False, compare=False)
     """The job secret (cluster/auth.py) the control connections are authenticated with, None without one; set
     by the launch stage, never printed."""
@@ -123,7 +127,8 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
                        heartbeat_interval=cfg.Train.heartbeat_interval, heartbeat_timeout=cfg.Train.heartbeat_timeout,
                        style=source.style, master_port=master_port, names=source.names or (source.master,),
                        origin=source.origin + (f"; {source.note}" if source.note else ""),
-                       agreed=bool(source.names), platform_rank=source.rank, min_nodes=source.min_nodes)
+                       agreed=bool(source.names), platform_rank=source.rank, min_nodes=source.min_nodes,
+                       pool=nodes if source.names and source.min_nodes else ())
 
 
 def _master_port(source: Source, port: int) -> int:

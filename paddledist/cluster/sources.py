@@ -47,7 +47,8 @@ class Source:
     note: str = ""
     """What was ignored, for the log."""
     min_nodes: int = 0
-    """Fewest machines the job continues with (Train.nnodes MIN:MAX, master-address mode); 0: all `nnodes`."""
+    """Fewest machines the job continues with (Train.nnodes MIN:MAX: master-address mode, or a Train.dist_ips pool);
+    0: all `nnodes`."""
 
 
 def find_source(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:
@@ -77,13 +78,14 @@ def _from_config(cfg: Config) -> Optional[Source]:
                         "order, -o Train.launch_style=master for paddle's --master form) or the master address "
                         "with Train.nnodes, not both")
     if train.dist_ips:
-        if count is not None and count.elastic:
-            raise UserError(f"Train.nnodes={train.nnodes}: a range of machines needs Train.dist_master (the machines "
-                            "meet there); with Train.dist_ips the list is the machines: drop Train.nnodes")
         if count is not None and count.most != len(train.dist_ips):
+            how = f"{count.least}:{len(train.dist_ips)}" if count.elastic else "drop Train.nnodes"
             raise UserError(f"Train.nnodes={train.nnodes} but Train.dist_ips lists {len(train.dist_ips)} machines; "
-                            "drop Train.nnodes (the list is the count)")
-        return Source(train.launch_style, tuple(train.dist_ips), len(train.dist_ips))
+                            f"the list is the count (the pool with a range): use {how}")
+        if count is not None and count.elastic:
+            check_quorum(count.least, len(train.dist_ips))
+        return Source(train.launch_style, tuple(train.dist_ips), len(train.dist_ips),
+                      min_nodes=count.least if count is not None and count.elastic else 0)
     if train.dist_master:
         if count is None:
             raise UserError("Train.dist_master needs Train.nnodes, the number of machines; "
@@ -96,6 +98,15 @@ def _from_config(cfg: Config) -> Optional[Source]:
         raise UserError(f"Train.nnodes={train.nnodes} needs Train.dist_master (host:port of the first machine) "
                         "or Train.dist_ips")
     return None
+
+
+def check_quorum(least: int, listed: int) -> None:
+    """Train.nnodes=MIN:MAX with Train.dist_ips (a pool): MIN must be more than half of the list, so that the two
+    halves of a cut network can never both go on."""
+    if 2 * least <= listed:
+        raise UserError(f"Train.nnodes={least}:{listed} with Train.dist_ips of {listed} machines: MIN must be more "
+                        f"than half of the list (a quorum, at least {listed // 2 + 1}), so that two halves of a cut "
+                        f"network cannot both go on; use -o Train.nnodes={listed // 2 + 1}:{listed}")
 
 
 def _from_env(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:

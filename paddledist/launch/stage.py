@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from paddledist import cluster
-from paddledist.cluster import auth
+from paddledist.cluster import auth, pool, poolmeet
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
 from paddledist.launch import stall
@@ -57,43 +57,73 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
     _print_choices(plan, env)
     if plan.nnodes > 1 and plan.secret is None:
         print(auth.HINT, flush=True)
+    restarts: list[dict] = []
+    if pool.is_pool(plan):  # a pool already running without this machine takes it in at its next restart
+        plan, restarts = poolmeet.rejoin(plan)
     with Control() as control:
-        return _launch_with_restarts(cfg, plan, script, list(script_args), control)
+        return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts)
 
 
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
-                          control: Control) -> int:
+                          control: Control, restarts: list[dict]) -> int:
     """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
     and relaunch with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN
-    of them: a new world size continues the schedule by progress; the others do the same on their own)."""
-    restarts: list[dict] = []
-    args = script_args
-    while True:
-        ended = _launch_once(cfg, plan, script, args, control, restarts)
-        if ended.code == 0 and control.saved():
-            print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; exit code "
-                  f"{PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue", flush=True)
-            return PREEMPTED_EXIT
-        if ended.code == 0 or ended.signalled or control.requested():
-            return ended.code
-        if len(restarts) >= cfg.Train.max_restarts:
-            if restarts:
-                print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
-                      f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
-            return ended.code
-        restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
-        who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes
-               else f"all {plan.nnodes} node(s)")
-        print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
-              f"from {cfg.Global.output}/latest once {who} meet again on {plan.nodes[0]}:"
-              f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
-        args = [*script_args, "-o", "Train.resume_path=auto"]
-        control.reset()
+    of them: a new world size continues the schedule by progress; the others do the same on their own; a
+    Train.dist_ips pool re-forms without the machines the loss verdict names, cluster/pool.py)."""
+    # `restarts`: the job's so far when this machine was taken into a running pool, which resumes from latest
+    args = [*script_args, "-o", "Train.resume_path=auto"] if restarts else script_args
+    with poolmeet.Lobby() as lobby:
+        while True:
+            ended = _launch_once(cfg, plan, script, args, control, restarts, lobby)
+            if ended.code == 0 and control.saved():
+                print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; "
+                      f"exit code {PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue",
+                      flush=True)
+                return PREEMPTED_EXIT
+            if ended.code == 0 or ended.signalled or control.requested():
+                return ended.code
+            if len(restarts) >= cfg.Train.max_restarts:
+                if restarts:
+                    print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
+                          f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
+                return ended.code
+            plan = _regroup(cfg, plan, ended, restarts, lobby)
+            if plan is None:
+                return ended.code
+            args = [*script_args, "-o", "Train.resume_path=auto"]
+            control.reset()
+
+
+def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: list[dict],
+             lobby: poolmeet.Lobby) -> Optional[cluster.ClusterPlan]:
+    """The plan of the next launch (a Train.dist_ips pool: without the lost machine(s), with those that came back,
+    agreed at the hub, cluster/pool.py and poolmeet.py), the restart recorded and announced; None: stop."""
+    plan, line = pool.next_plan(plan, ended.cause)
+    if plan is None:
+        print(f"paddledist: {line}: {ended.cause}", file=sys.stderr, flush=True)
+        return None
+    if line:
+        print(f"paddledist: {line}", flush=True)
+    restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
+    who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes and not plan.agreed
+           else f"all {plan.nnodes} node(s)")
+    print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
+          f"from {cfg.Global.output}/latest once {who} meet again on {plan.nodes[0]}:"
+          f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
+    if not pool.is_pool(plan):
+        return plan
+    placed = poolmeet.meet(plan, lobby, restarts) if plan.node_rank == 0 else poolmeet.ask(plan)
+    if placed.nodes != plan.nodes:
+        print(f"paddledist: the pool meets on {placed.nnodes} machine(s) {','.join(placed.nodes)}: this node is "
+              f"node {placed.node_rank}", flush=True)
+    return placed
 
 
 def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list[str], control: Control,
-                 restarts: list[dict]) -> Ended:
+                 restarts: list[dict], lobby: poolmeet.Lobby) -> Ended:
     peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
+    if pool.is_pool(plan) and plan.node_rank == 0:
+        lobby.open(plan)  # Train.port is free again: a listed machine coming back waits there for the next restart
     if peers is not None and not plan.agreed:  # master-address mode: the rendezvous has just placed every node
         plan = peers.plan
         if plan.node_rank != 0:

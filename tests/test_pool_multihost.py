@@ -1,0 +1,153 @@
+"""A Train.dist_ips pool on real namespace hosts (tests/netns.py): Train.nnodes=2:3 with a list of three and
+Train.max_restarts, LeNet without augmentation. A host killed for good mid-run (every process there, its
+Global.output deleted) leaves two that re-form on their own within the same command (cluster/pool.py): the first
+live machine of the list is the new hub and rank 0, they continue from the newest latest the two kept
+(engine/latest.py) at the same global batch (engine/batchplan.py), and their final parameters equal those of an
+uninterrupted three-host run. A lost host whose command is run again waits in the hub's lobby and is taken in at
+the next restart (a second fault forces one, cluster/poolmeet.py): the job ends on three, the same parameters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from netns import netns_hosts  # noqa: F401  (fixture)
+from test_elastic_multihost import kill_host, list_command
+from test_failures_multihost import output, pids_in, start, wait_all
+from test_heal_multihost import EPOCHS, kill_workers, wait_for_text
+
+pytestmark = pytest.mark.multihost
+
+POOL = ("Train.nnodes=2:3", "Train.max_restarts=1")
+
+
+def params(path: Path) -> dict:
+    import paddle
+
+    return paddle.load(str(path / "latest" / "latest.pdparams"), return_numpy=True)
+
+
+def largest_difference(a: dict, b: dict) -> float:
+    assert sorted(a) == sorted(b)
+    return max(float(abs(a[k] - b[k]).max()) for k in a)
+
+
+def reference_run(hosts, tmp_path: Path, *extra: str) -> dict:
+    """The same config on all three hosts, uninterrupted: the parameters the pool run must reach."""
+    reference = start(hosts, tmp_path, "reference", list_command(hosts.addresses, "Global.output=ref", *extra))
+    assert all(code == 0 for code, _ in wait_all(reference, timeout=400).values()), output(tmp_path, "reference", 0)
+    return params(tmp_path / "host0" / "ref")
+
+
+def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_same_math(netns_hosts, tmp_path):  # noqa: F811,E501
+    hosts = netns_hosts(3)
+    want = reference_run(hosts, tmp_path)
+    procs = start(hosts, tmp_path, "pool", list_command(hosts.addresses, *POOL))
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", f"epoch 2/{EPOCHS} iter 10/", procs,
+                  timeout=300)
+    kill_host(hosts, procs, 0)
+    shutil.rmtree(tmp_path / "host0" / "out")
+    done = wait_all({i: procs[i] for i in (1, 2)}, timeout=400)
+    a, b, c = hosts.addresses
+    for i, (code, _) in done.items():
+        text = output(tmp_path, "pool", i)
+        assert code == 0, f"host {i}:\n{text[-4000:]}"
+        assert (f"dropping {a}: re-forming on 2 machine(s) {b},{c}; {b} is the hub and rank 0; this node is node "
+                f"{i - 1}") in text, text[-4000:]
+        assert f"restart 1/1 after: node 0 ({a}) lost" in text and f"once all 2 node(s) meet again on {b}:" in text
+    log = (tmp_path / "host1" / "out" / "logs" / "train.rank0.log").read_text()
+    assert "keeping the global batch of 24 samples (the resumed checkpoint's) on 2 rank(s): per-rank batch 6" in log
+    assert "resumed from epoch 1; continuing at epoch 2" in log
+    got = json.loads((tmp_path / "host1" / "out" / "train_result.json").read_text())
+    assert got["done_flag"] is True and got["world_size"] == 2, got
+    assert len(got["restarts"]) == 1 and got["restarts"][0]["nodes"] == 2, got["restarts"]
+    assert f"node 0 ({a}) lost" in got["restarts"][0]["cause"], got["restarts"]
+    for i in (1, 2):  # every machine keeps its own latest: both end with the uninterrupted run's parameters
+        difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
+        print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
+        assert difference <= 1e-5, difference
+    assert not pids_in(hosts, 1) and not pids_in(hosts, 2)
+
+
+LONGER = "Train.epochs_iters=8"
+"""Room for a loss, a re-formed launch, the lost host's return and a second fault before the end."""
+
+
+def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_job_ends_on_three(netns_hosts, tmp_path):  # noqa: F811,E501
+    hosts = netns_hosts(3)
+    want = reference_run(hosts, tmp_path, LONGER)
+    argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
+    procs = start(hosts, tmp_path, "pool", argv)
+    rank0 = tmp_path / "host0" / "out" / "logs" / "train.rank0.log"
+    wait_for_text(rank0, "epoch 2/8 iter 10/", procs, timeout=300)
+    kill_host(hosts, procs, 2)
+    shutil.rmtree(tmp_path / "host2" / "out")
+    survivors = {i: procs[i] for i in (0, 1)}
+    wait_for_text(rank0, "on 2 rank(s): per-rank batch 6", survivors, timeout=200)  # re-formed and relaunched
+    wait_for_text(rank0, "epoch 3/8 iter 10/", survivors, timeout=200)  # the two saved epoch 2 on their own
+    back = open(tmp_path / "back.host2.txt", "w")
+    procs[2] = hosts.popen(2, argv, cwd=str(tmp_path / "host2"), stdout=back, stderr=subprocess.STDOUT)
+    wait_for_text(tmp_path / "back.host2.txt", "this node waits there to be taken in at its next restart", procs,
+                  timeout=60)
+    kill_workers(hosts, 1)  # a second fault forces the next restart
+    done = wait_all(procs, timeout=400)
+    a, b, c = hosts.addresses
+    for i, (code, _) in done.items():
+        text = output(tmp_path, "back" if i == 2 else "pool", i)
+        assert code == 0, f"host {i}:\n{text[-4000:]}"
+    for i in (0, 1):
+        text = output(tmp_path, "pool", i)
+        assert f"dropping {c}: re-forming on 2 machine(s) {a},{b}; {a} is the hub and rank 0" in text, text[-4000:]
+        assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node {i}" in text, text[-4000:]
+    assert f"the pool of Train.dist_ips runs with {a} as its hub" in output(tmp_path, "back", 2)
+    got = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
+    assert got["done_flag"] is True and got["world_size"] == 3, got
+    assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]
+    assert f"node 2 ({c}) lost" in got["restarts"][0]["cause"] and f"node 1 ({b}) stopped" in \
+        got["restarts"][1]["cause"], got["restarts"]
+    assert got["restarts"][1]["epoch"] >= 2, got["restarts"]  # the three went on from what the two had done
+    for i in (0, 1, 2):
+        difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
+        print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
+        assert difference <= 1e-5, difference
+
+
+def test_the_first_host_run_again_rejoins_as_the_hub_and_rank_0_and_the_job_ends_on_three(netns_hosts, tmp_path):  # noqa: F811,E501
+    """The head of the list is lost for good, then its command is run again: it waits in the new hub's lobby, is
+    taken in at the next restart (a second fault) and, first of the list again, is the hub and rank 0; its
+    results carry the job's restarts, which the hub of the re-formed pool handed it."""
+    hosts = netns_hosts(3)
+    want = reference_run(hosts, tmp_path, LONGER)
+    argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
+    procs = start(hosts, tmp_path, "pool", argv)
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 2/8 iter 10/", procs, timeout=300)
+    kill_host(hosts, procs, 0)
+    shutil.rmtree(tmp_path / "host0" / "out")
+    survivors = {i: procs[i] for i in (1, 2)}
+    rank0 = tmp_path / "host1" / "out" / "logs" / "train.rank0.log"  # host 1 is rank 0 of the re-formed pool
+    wait_for_text(rank0, "on 2 rank(s): per-rank batch 6", survivors, timeout=200)
+    wait_for_text(rank0, "epoch 3/8 iter 10/", survivors, timeout=200)
+    back = open(tmp_path / "back.host0.txt", "w")
+    procs[0] = hosts.popen(0, argv, cwd=str(tmp_path / "host0"), stdout=back, stderr=subprocess.STDOUT)
+    wait_for_text(tmp_path / "back.host0.txt", "this node waits there to be taken in at its next restart", procs,
+                  timeout=60)
+    kill_workers(hosts, 2)  # a second fault forces the next restart
+    done = wait_all(procs, timeout=400)
+    a, b, c = hosts.addresses
+    for i, (code, _) in done.items():
+        assert code == 0, f"host {i}:\n{output(tmp_path, 'back' if i == 0 else 'pool', i)[-4000:]}"
+    assert f"the pool of Train.dist_ips runs with {b} as its hub" in output(tmp_path, "back", 0)
+    for i in (1, 2):
+        assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node {i}" in output(tmp_path, "pool", i)
+    got = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
+    assert got["done_flag"] is True and got["world_size"] == 3, got
+    assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]
+    assert got["restarts"][1]["epoch"] >= 2, got["restarts"]
+    for i in (0, 1, 2):
+        difference = largest_difference(want, params(tmp_path / f"host{i}" / "out"))
+        print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
+        assert difference <= 1e-5, difference
