@@ -171,3 +171,44 @@ def test_a_machine_that_left_the_lobby_is_not_taken_in_and_nothing_running_means
         gone.close()
         got = in_threads(a=lambda: meet(hub, lobby), b=lambda: ask(loop_plan(b, port, (a, b))))
     assert got["a"].nodes == got["b"].nodes == (a, b), got
+
+
+SECRET = b"pool-secret-0123456789abcdef"
+
+
+def test_with_a_secret_the_lobby_takes_a_sealed_join_and_refuses_a_plain_or_misplaced_one(capfd):
+    port = free_port()
+    a, b = "127.0.0.1", "127.0.0.2"
+    hub = dataclasses.replace(loop_plan(a, port, (a, b)), secret=SECRET)
+    with Lobby() as lobby:
+        lobby.open(hub)
+        plain = socket.create_connection((a, port), source_address=("127.0.0.3", 0))
+        plain.sendall(b'{"join": "127.0.0.3", "job": "paddledist"}\n')  # the right address, no secret
+        waiting = {}
+        waiter = threading.Thread(target=lambda: waiting.update(
+            c=rejoin(dataclasses.replace(loop_plan("127.0.0.3", port), secret=SECRET))))
+        waiter.start()
+        time.sleep(1.0)
+        got = in_threads(a=lambda: meet(hub, lobby),
+                         b=lambda: ask(dataclasses.replace(loop_plan(b, port, (a, b)), secret=SECRET)))
+        waiter.join(timeout=10)
+        plain.close()
+    everyone = (a, b, "127.0.0.3")
+    assert got["a"].nodes == got["b"].nodes == waiting["c"][0].nodes == everyone, (got, waiting)
+    assert "the pool's hub rejected a connection from 127.0.0.3: no job secret" in capfd.readouterr().err
+
+
+def test_a_join_naming_another_address_is_refused_and_not_taken_in(capfd):
+    port = free_port()
+    a, b = "127.0.0.1", "127.0.0.2"
+    hub = loop_plan(a, port, (a, b))
+    with Lobby() as lobby:
+        lobby.open(hub)
+        impostor = socket.create_connection((a, port), source_address=("127.0.0.9", 0))
+        impostor.sendall(b'{"join": "127.0.0.3", "job": "paddledist"}\n')
+        time.sleep(0.5)
+        got = in_threads(a=lambda: meet(hub, lobby), b=lambda: ask(loop_plan(b, port, (a, b))))
+        impostor.close()
+    assert got["a"].nodes == got["b"].nodes == (a, b), got
+    assert ("the pool's hub rejected a connection from 127.0.0.9: it claims to be node 127.0.0.3 (127.0.0.3) but "
+            "comes from another address") in capfd.readouterr().err

@@ -11,20 +11,24 @@
 - At a restart the hub (the first live machine of its view) takes the survivors of its view and the machines
   waiting in its lobby, up to the list, in list order, and answers each {"nodes": [...]}; every other survivor
   asks the hub for that list. Then everyone runs the ordinary preflight on the agreed list.
-Plain TCP and JSON lines (wire.LineSocket), not authenticated (as paddle's own store: a private network); no
-paddle. A connection that greets and then says nothing costs the hub's meeting up to _LINE_S.
+JSON lines (wire.LineSocket), guarded as the preflight's door is (cluster/auth.py): a join is taken only from
+the address it names, and with a job secret only sealed with it (the lobby's greeting carries a nonce, and the
+answer is sealed too); a refused one is named in one line. No paddle. A connection that greets and then says
+nothing costs the hub's meeting up to _LINE_S.
 """
 
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from typing import Optional
 
+from paddledist.cluster import auth
 from paddledist.cluster.plan import ClusterPlan
 from paddledist.cluster.pool import placed_on
-from paddledist.cluster.wire import LineSocket
+from paddledist.cluster.wire import LineSocket, connect_from
 from paddledist.errors import UserError
 
 GREETING_S = 2.0
@@ -58,12 +62,12 @@ class Lobby:
             print(f"paddledist: no pool lobby on Train.port {plan.port} ({e.strerror}): a returning machine is "
                   "taken in at a later restart", flush=True)
             return
-        greeting = {"pool": plan.job_id, "nodes": list(plan.pool)}
-        self._thread = threading.Thread(target=self._serve, args=(self.server, greeting), daemon=True,
+        pool = {"pool": plan.job_id, "nodes": list(plan.pool)}
+        self._thread = threading.Thread(target=self._serve, args=(self.server, pool, plan.secret), daemon=True,
                                         name="paddledist-pool-lobby")
         self._thread.start()
 
-    def _serve(self, server: socket.socket, greeting: dict) -> None:
+    def _serve(self, server: socket.socket, pool: dict, secret: Optional[bytes]) -> None:
         while True:
             try:
                 conn, _ = server.accept()
@@ -72,16 +76,17 @@ class Lobby:
             except OSError:  # closed by close()
                 return
             link = LineSocket(conn)
+            nonce, greeting = auth.greeting(secret)
             try:
-                link.send(greeting)
+                link.send({**greeting, **pool})
             except OSError:
                 link.close()
                 continue
             with self._lock:
-                self.held.append(link)
+                self.held.append((link, nonce))
 
-    def arrived(self) -> list[LineSocket]:
-        """The connections greeted since the last call."""
+    def arrived(self) -> list[tuple[LineSocket, str]]:
+        """The connections greeted since the last call, with the nonce each was greeted with."""
         with self._lock:
             held, self.held = self.held, []
         return held
@@ -98,7 +103,7 @@ class Lobby:
             self._thread = None
         if server is not None:
             server.close()
-        for link in self.arrived():
+        for link, _ in self.arrived():
             link.close()
 
 
@@ -111,8 +116,8 @@ def meet(plan: ClusterPlan, lobby: Lobby, restarts: list = ()) -> ClusterPlan:
     came: dict[str, LineSocket] = {}
     deadline = time.monotonic() + plan.peer_timeout
     while not expected <= set(came) and time.monotonic() < deadline:
-        for link in lobby.arrived():
-            _file(plan, link, came)
+        for link, nonce in lobby.arrived():
+            _file(plan, link, nonce, came)
         time.sleep(0.1)
     lobby.close()
     came = {address: link for address, link in came.items() if address in expected or _alive(link)}
@@ -131,13 +136,21 @@ def meet(plan: ClusterPlan, lobby: Lobby, restarts: list = ()) -> ClusterPlan:
     return placed_on(plan, nodes)
 
 
-def _file(plan: ClusterPlan, link: LineSocket, came: dict) -> None:
-    """Read a greeted connection's {"join": address, "job": ...}; keep it when it is a listed machine of this job."""
-    said = link.read(timeout=_LINE_S)
+def _file(plan: ClusterPlan, link: LineSocket, nonce: str, came: dict) -> None:
+    """Read a greeted connection's {"join": address, "job": ...}; keep it when it is a listed machine of this job
+    that comes from that address (and, with a job secret, sealed its join with it)."""
+    first = link.read(timeout=_LINE_S)
+    said, seal, why = auth.admit(first, nonce, plan.secret) if first is not None else (None, None, "")
     address = said.get("join") if isinstance(said, dict) else None
-    if said is None or said.get("job") != plan.job_id or address not in plan.pool or address == plan.host:
+    if said is not None and not why and address in plan.pool:
+        why = auth.source_problem(address, address, address, _peer(link)) or ""
+    if why:
+        print(f"paddledist: the pool's hub rejected a connection from {_peer(link)}: {why}", file=sys.stderr,
+              flush=True)
+    if why or said is None or said.get("job") != plan.job_id or address not in plan.pool or address == plan.host:
         link.close()
         return
+    link.seal = seal
     if address in came:
         came[address].close()
     came[address] = link
@@ -159,9 +172,9 @@ def ask(plan: ClusterPlan) -> ClusterPlan:
     hub = plan.nodes[0]
     deadline = time.monotonic() + plan.peer_timeout
     while True:
-        link = _greeted(hub, plan)
-        if link is not None:
-            return _wait_for_list(plan, link, plan.peer_timeout + _LINE_S, f"the pool's hub {hub}")[0]
+        greeted = _greeted(hub, plan)
+        if greeted is not None:
+            return _wait_for_list(plan, greeted, plan.peer_timeout + _LINE_S, f"the pool's hub {hub}")[0]
         if time.monotonic() >= deadline:
             raise UserError(f"the pool's hub {hub} did not meet this node on Train.port {plan.port} within "
                             f"Train.peer_timeout={plan.peer_timeout}s after the restart; look at its output")
@@ -174,30 +187,35 @@ def rejoin(plan: ClusterPlan) -> tuple[ClusterPlan, list]:
     Train.peer_timeout: the plan then, and the job's restarts so far; otherwise (every machine starting
     together) the plan as listed and no restarts."""
     for address in plan.pool:
-        link = None if address == plan.host else _greeted(address, plan)
-        if link is not None:
+        greeted = None if address == plan.host else _greeted(address, plan)
+        if greeted is not None:
             print(f"paddledist: the pool of Train.dist_ips runs with {address} as its hub: this node waits there to "
                   f"be taken in at its next restart (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
-            return _wait_for_list(plan, link, plan.peer_timeout, f"the running pool's hub {address}")
+            return _wait_for_list(plan, greeted, plan.peer_timeout, f"the running pool's hub {address}")
     return plan, []
 
 
-def _greeted(address: str, plan: ClusterPlan) -> Optional[LineSocket]:
-    """A connection to `address`:Train.port that greeted as a lobby of this job's pool, or None."""
+def _greeted(address: str, plan: ClusterPlan) -> Optional[tuple[LineSocket, dict]]:
+    """A connection to `address`:Train.port (from this machine's own address) that greeted as a lobby of this
+    job's pool, with the greeting; or None."""
     try:
-        link = LineSocket(socket.create_connection((address, plan.port), timeout=GREETING_S))
+        link = LineSocket(connect_from(plan.host, (address, plan.port), GREETING_S))
     except OSError:
         return None
     greeting = link.read(timeout=GREETING_S)
     if not greeting or greeting.get("pool") != plan.job_id or greeting.get("nodes") != list(plan.pool):
         link.close()
         return None
-    return link
+    return link, greeting
 
 
-def _wait_for_list(plan: ClusterPlan, link: LineSocket, wait_s: float, hub: str) -> tuple[ClusterPlan, list]:
+def _wait_for_list(plan: ClusterPlan, greeted: tuple[LineSocket, dict], wait_s: float,
+                   hub: str) -> tuple[ClusterPlan, list]:
+    link, greeting = greeted
     try:
-        link.send({"join": plan.host, "job": plan.job_id})
+        first, seal = _introduced(link, greeting, plan, hub)
+        link.send(first)
+        link.seal = seal
         reply = link.read(timeout=wait_s)
     except OSError:
         reply = None
@@ -211,6 +229,22 @@ def _wait_for_list(plan: ClusterPlan, link: LineSocket, wait_s: float, hub: str)
         raise UserError(f"{hub} reports: {reply.get('error') or f'a list without this node: {nodes}'}")
     restarts = reply.get("restarts") if isinstance(reply.get("restarts"), list) else []
     return placed_on(plan, tuple(nodes)), [r for r in restarts if isinstance(r, dict)]
+
+
+def _introduced(link: LineSocket, greeting: dict, plan: ClusterPlan, hub: str):
+    """(this machine's join, sealed with the job secret if any; the connection's seal)."""
+    try:
+        return auth.introduce(greeting, {"join": plan.host, "job": plan.job_id}, plan.secret, hub)
+    except UserError:
+        link.close()
+        raise
+
+
+def _peer(link: LineSocket) -> str:
+    try:
+        return str(link.sock.getpeername()[0])
+    except OSError:
+        return "an address that has gone"
 
 
 def _listen(port: int) -> socket.socket:

@@ -25,7 +25,7 @@ from paddledist.cluster.door import Door
 from paddledist.cluster.hello import Hello, mismatch
 from paddledist.cluster.heartbeat import Peers
 from paddledist.cluster.plan import ClusterPlan
-from paddledist.cluster.wire import LineSocket
+from paddledist.cluster.wire import LineSocket, connect_from
 from paddledist.errors import UserError
 
 _REPLY_GRACE_S = 10.0
@@ -231,22 +231,13 @@ def _connect(plan: ClusterPlan, deadline: float) -> socket.socket:
     while True:
         remaining = deadline - time.monotonic()
         try:
-            return _connect_from(plan.host, master, max(min(remaining, 2.0), 0.1))
+            return connect_from(plan.host, master, max(min(remaining, 2.0), 0.1))
         except OSError as e:
             if remaining <= 0:
                 raise UserError(f"node 0 ({plan.nodes[0]}) did not answer on port {plan.port} within "
                                 f"Train.peer_timeout={plan.peer_timeout}s ({_reason(e)}): start the same command "
                                 "there, and check that TCP port is open between the machines") from None
             time.sleep(min(0.5, max(remaining, 0)))
-
-
-def _connect_from(source: str, target: tuple[str, int], timeout: float) -> socket.socket:
-    try:
-        return socket.create_connection(target, timeout=timeout, source_address=(source, 0))
-    except OSError as e:
-        if e.errno != errno.EADDRNOTAVAIL:  # not an address of this machine (a NAT's): let the kernel choose
-            raise
-    return socket.create_connection(target, timeout=timeout)
 
 
 def _reason(e: OSError) -> str:

@@ -5,6 +5,7 @@ message that fails closes the connection's reading (`broken` says why)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import time
@@ -130,6 +131,17 @@ class LineSocket:
             self.sock.close()
         except OSError:
             pass
+
+
+def connect_from(source: str, target: tuple[str, int], timeout: float) -> socket.socket:
+    """A TCP connection to `target` sent from this machine's address `source` (the hub checks where a node's
+    connection comes from); from the kernel's choice when `source` is not an address here (behind a NAT)."""
+    try:
+        return socket.create_connection(target, timeout=timeout, source_address=(source, 0))
+    except OSError as e:
+        if e.errno != errno.EADDRNOTAVAIL:
+            raise
+    return socket.create_connection(target, timeout=timeout)
 
 
 class Waker:
