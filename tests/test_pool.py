@@ -212,3 +212,17 @@ def test_a_join_naming_another_address_is_refused_and_not_taken_in(capfd):
     assert got["a"].nodes == got["b"].nodes == (a, b), got
     assert ("the pool's hub rejected a connection from 127.0.0.9: it claims to be node 127.0.0.3 (127.0.0.3) but "
             "comes from another address") in capfd.readouterr().err
+
+
+def test_after_the_pool_re_formed_the_stages_after_training_run_on_its_new_first_machine(monkeypatch):
+    from paddledist.launch import stage
+
+    cfg = load(None, [THREE, "Train.nnodes=2:3", "Train.node_ip=10.0.0.2"])
+    monkeypatch.setattr(stage, "_LAST_POOL", [])
+    assert not stage.is_first_machine(cfg, env={})  # as listed, 10.0.0.1 is first
+    survivors = placed_on(pool_plan(), ("10.0.0.2", "10.0.0.3"))  # 10.0.0.1 lost: this machine is the hub now
+    monkeypatch.setattr(stage, "_LAST_POOL", [survivors])
+    assert stage.is_first_machine(cfg, env={})
+    third = load(None, [THREE, "Train.nnodes=2:3", "Train.node_ip=10.0.0.3"])
+    monkeypatch.setattr(stage, "_LAST_POOL", [placed_on(pool_plan("10.0.0.3"), ("10.0.0.2", "10.0.0.3"))])
+    assert not stage.is_first_machine(third, env={})

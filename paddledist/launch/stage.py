@@ -33,13 +33,22 @@ def needs_launch(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
     return cluster.machine_count(cfg, env) > 1 or parse_device(cfg.Global.device).nproc > 1
 
 
+_LAST_POOL: list[cluster.ClusterPlan] = []
+"""The plan of this process's last launch when it ran a Train.dist_ips pool, which may have re-formed without
+its first listed machine: the stages after training follow rank 0 to its new machine."""
+
+
 def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
     """True for a one-machine job, else whether this machine is node 0 (where rank 0 and the results live; in
-    master-address mode the machine holding the master's address). Raises UserError when this machine is not
-    one of the job's machines, a one-entry Train.dist_ips included (it names the machine to train on)."""
+    master-address mode the machine holding the master's address; after a pool re-formed, its first live
+    machine). Raises UserError when this machine is not one of the job's machines, a one-entry Train.dist_ips
+    included (it names the machine to train on)."""
     if cluster.machine_count(cfg, env) < 2 and not cfg.Train.dist_ips:
         return True
-    return cluster.plan(cfg, env=env).node_rank == 0
+    listed = cluster.plan(cfg, env=env)
+    if _LAST_POOL and _LAST_POOL[-1].pool == listed.pool:
+        return _LAST_POOL[-1].node_rank == 0
+    return listed.node_rank == 0
 
 
 def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: bool) -> int:
@@ -122,6 +131,7 @@ def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: lis
 def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list[str], control: Control,
                  restarts: list[dict], lobby: poolmeet.Lobby) -> Ended:
     peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
+    _LAST_POOL[:] = [plan] if pool.is_pool(plan) else []
     if pool.is_pool(plan) and plan.node_rank == 0:
         lobby.open(plan)  # Train.port is free again: a listed machine coming back waits there for the next restart
     if peers is not None and not plan.agreed:  # master-address mode: the rendezvous has just placed every node
