@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -25,8 +24,7 @@ import paddle.nn.functional as F
 from PIL import Image
 from paddle.distributed import fleet
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # a checkout runs uninstalled
-from paddledist.models import build_model  # noqa: E402
+from paddledist.models import build_model
 
 
 class Folder(paddle.io.Dataset):

@@ -1,6 +1,6 @@
 """scaling.py --hosts 2 --link-mbit M: the same measurements across network-namespace hosts on a shaped link.
 
-Two namespace "hosts" (tests/netns.py: veth pairs on a private bridge) whose eth0 sends at most M Mbit/s
+Two namespace "hosts" (paddledist.testing.netns: veth pairs on a private bridge) whose eth0 sends at most M Mbit/s
 (tc's token bucket, `tbf`, on each host's egress, so each direction of the link has rate M). Both hosts share
 this machine's cores, one rank each:
   (a) one process (the bare loop) on host 0
@@ -9,6 +9,9 @@ this machine's cores, one rank each:
       command line
   (d) a bare paddle.distributed.launch + fleet loop, one rank per host, on the same link
 The kernel here has no netem, so no latency is added: the link's round trip is measured (ping) and reported.
+The transport's own cost is measured too: the same bytes a rank sends per step, exchanged both ways at once over
+plain sockets between the hosts (paddledist.testing.sockbench); `transport_bound` = compute / (compute + that CPU
+cost) is the most any data parallel can reach over this kernel's TCP, `link_bound` what the link's rate allows.
 """
 
 from __future__ import annotations
@@ -24,46 +27,14 @@ import tempfile
 import time
 from typing import Optional
 
+from bench_base import Bench
 from bench_procs import ROOT, finish, free_port_range, last_json
+from bench_report import table
 
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from paddledist.testing.netns import NetnsHosts  # the namespace hosts the multi-host tests use too
 
-from netns import NetnsHosts  # noqa: E402  (the namespace helpers the multi-host tests use)
-from bench_report import table  # noqa: E402
-from scaling import Bench  # noqa: E402
-
-SINK = """
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", int(sys.argv[1])))
-s.listen(1); print("ready", flush=True); c, _ = s.accept(); n, t0 = 0, None
-while True:
-    b = c.recv(1 << 20)
-    if not b: break
-    t0 = t0 or time.perf_counter(); n += len(b)
-print(n * 8 / (time.perf_counter() - t0) / 1e6, flush=True)
-"""
-SOURCE = """
-import socket, sys, time
-s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); chunk = b"x" * (1 << 20); end = time.time() + 1.5
-while time.time() < end: s.sendall(chunk)
-s.close()
-"""
-
-ECHO = """
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", int(sys.argv[1])))
-s.listen(1); print("ready", flush=True); c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-while (b := c.recv(1)):
-    c.sendall(b)
-"""
-PING = """
-import socket, statistics, sys, time
-s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-times = []
-for _ in range(200):
-    t = time.perf_counter(); s.sendall(b"x"); s.recv(1); times.append(time.perf_counter() - t)
-s.close(); print(round(1000 * statistics.median(times), 3))
-"""
+SOCKBENCH = [sys.executable, "-m", "paddledist.testing.sockbench"]
+"""The plain-socket probes (sink, source, echo, ping, exchange), a module run inside each host."""
 
 
 def shape(hosts: NetnsHosts, mbit: float) -> None:
@@ -80,20 +51,33 @@ def shape(hosts: NetnsHosts, mbit: float) -> None:
 def link_mbit(hosts: NetnsHosts) -> float:
     """Mbit/s of one TCP stream from host 0 to host 1 over 1.5 s."""
     port = free_port_range(1)
-    sink = hosts.popen(1, [sys.executable, "-c", SINK, str(port)], stdout=subprocess.PIPE, text=True)
+    sink = hosts.popen(1, [*SOCKBENCH, "sink", str(port)], stdout=subprocess.PIPE, text=True)
     sink.stdout.readline()
-    hosts.run(0, [sys.executable, "-c", SOURCE, hosts.addresses[1], str(port)], timeout=30)
+    hosts.run(0, [*SOCKBENCH, "source", hosts.addresses[1], str(port), "1.5"], timeout=30)
     return round(float(sink.communicate(timeout=30)[0].strip()), 1)
 
 
 def rtt_ms(hosts: NetnsHosts) -> float:
     """Median round trip of a 1-byte TCP message (no ping here): what a collective's handshake waits."""
     port = free_port_range(1)
-    echo = hosts.popen(1, [sys.executable, "-c", ECHO, str(port)], stdout=subprocess.PIPE, text=True)
+    echo = hosts.popen(1, [*SOCKBENCH, "echo", str(port)], stdout=subprocess.PIPE, text=True)
     echo.stdout.readline()
-    out = hosts.run(0, [sys.executable, "-c", PING, hosts.addresses[1], str(port)], timeout=30).stdout
+    out = hosts.run(0, [*SOCKBENCH, "ping", hosts.addresses[1], str(port)], timeout=30).stdout
     echo.wait(timeout=30)
     return float(out.strip())
+
+
+def transport_cost(hosts: NetnsHosts, nbytes: int, rounds: int = 6) -> dict:
+    """One step's exchange over plain sockets between hosts 0 and 1 (each sends and receives `nbytes` at once):
+    the larger CPU seconds and wall seconds per round of the two hosts (sockbench's exchange)."""
+    port = free_port_range(1)
+    args = ["exchange", "--bytes", str(nbytes), "--rounds", str(rounds)]
+    listener = hosts.popen(1, [*SOCKBENCH, *args, "--listen", str(port)], stdout=subprocess.PIPE, text=True)
+    listener.stdout.readline()
+    near = hosts.run(0, [*SOCKBENCH, *args, "--connect", hosts.addresses[1], str(port)], timeout=300)
+    far = json.loads(listener.communicate(timeout=60)[0].strip().splitlines()[-1])
+    here = json.loads(near.stdout.strip().splitlines()[-1])
+    return {"cpu_s": max(here["cpu_s"], far["cpu_s"]), "wall_s": max(here["wall_s"], far["wall_s"])}
 
 
 def tx_bytes(hosts: NetnsHosts, host: int) -> int:
@@ -195,9 +179,21 @@ def run_hosts(args) -> tuple[HostBench, dict]:
         b = HostBench(args, hosts)
         try:
             rows = collect_rows(b)
+            summary = summarize(b, rows, measured, rtt)
+            summary.update(transport_summary(summary, transport_cost(hosts, summary["bytes_per_step"])))
         finally:
             shutil.rmtree(b.tmp, ignore_errors=True)
-    return b, summarize(b, rows, measured, rtt)
+    return b, summary
+
+
+def transport_summary(summary: dict, cost: dict) -> dict:
+    """How far the run is from what the wire allows: `transport_bound` = compute / (compute + the CPU the
+    kernel's TCP copies of one step's exchange cost a host), and the efficiency against it."""
+    bound = summary["compute_s"] / (summary["compute_s"] + cost["cpu_s"])
+    return {"transport_cpu_s": cost["cpu_s"], "transport_wall_s": cost["wall_s"],
+            "transport_bound": round(bound, 3),
+            "efficiency_vs_transport_bound": round(summary["efficiency"] / bound, 3),
+            "dp_over_bare_launch": round(summary["dp_images_per_sec"] / summary["bare_images_per_sec"], 3)}
 
 
 def collect_rows(b: HostBench) -> dict:

@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
+from PIL import Image, ImageFilter
 
-import numpy as np  # noqa: E402
-from PIL import Image, ImageFilter  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CONFIG = os.path.join(ROOT, "configs", "image_classification.yaml")
 CLASSES = 5
