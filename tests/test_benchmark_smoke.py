@@ -30,7 +30,7 @@ def test_scaling_benchmark_tiny_run_prints_its_summary():
 
 def test_startup_overhead_compares_launches_of_the_same_kind():
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from scaling import startup_overhead
+    from bench_procs import startup_overhead
 
     clean_and_retried = {"bare": [(4.0, False), (7.1, True), (4.4, False)], "pd": [(4.9, False), (7.9, True)]}
     assert startup_overhead(clean_and_retried)["overhead_s"] == 0.7  # medians of the clean runs: 4.2 vs 4.9
