@@ -41,4 +41,7 @@ def test_shaped_link_benchmark_runs_and_bf16_halves_the_bytes_on_the_link():
     # parameters spread over the 6 steps of a tiny run (~7.5 MB a step): well under the 44.7 MB of fp32 alone
     assert 0.45 * RESNET18_GRAD_BYTES < s["tx_bytes_per_step_measured"] < 0.8 * RESNET18_GRAD_BYTES
     assert 0 < s["link_bound"] <= 1
+    # the transport's own cost: one step's bytes both ways over plain sockets between the same hosts
+    assert 0 < s["transport_cpu_s"] <= s["transport_wall_s"] * 2 and 0 < s["transport_bound"] < 1
+    assert s["efficiency_vs_transport_bound"] == pytest.approx(s["efficiency"] / s["transport_bound"], rel=0.01)
     assert "| (d) bare launch + fleet, 2 hosts x 1 rank" in done.stdout
