@@ -81,3 +81,26 @@ def pytest_collection_modifyitems(items) -> None:
     lost = [item.nodeid for item in items if not any(item.get_closest_marker(m) for m in FAMILIES)]
     if lost:
         raise pytest.UsageError(f"tests without a family marker ({', '.join(FAMILIES)}): {', '.join(lost[:5])}")
+
+
+_PROCESS_EVENTS = ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
+                   "pty.spawn")
+_started: list[str] = []
+
+
+def _audit(event: str, args) -> None:
+    if event in _PROCESS_EVENTS:
+        _started.append(f"{event} {str(args[0])[:80] if args else ''}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request):
+    """The fast lane (`-m unit`) holds pure tests only: a unit-marked test that starts a process fails here, so
+    a process creeping into one is moved to its family (multiproc) instead of slowing the lane."""
+    _started.clear()
+    yield
+    if request.node.get_closest_marker("unit") and _started:
+        pytest.fail(f"a test marked unit started a process ({_started[0]}): mark it multiproc", pytrace=False)

@@ -14,7 +14,6 @@ from paddledist.cluster import interfaces
 from paddledist.config import DeviceSpec, load
 from paddledist.errors import UserError
 
-pytestmark = pytest.mark.unit
 
 LAN = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"), LocalAddress("eth0", "fe80::1"))
 
@@ -25,10 +24,12 @@ def cfg(*overrides: str):
 
 # --- Train.dist_ips validation -------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_valid_list_keeps_rank_order_and_canonicalises():
     assert validate_dist_ips(["10.0.0.2", " 10.0.0.1 ", "10.0.0.10"]) == ("10.0.0.2", "10.0.0.1", "10.0.0.10")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("entries, words", [
     (["10.0.0.1", ""], ["entry 2", "empty"]),
     (["10.0.0.1", None], ["entry 2", "empty"]),
@@ -47,23 +48,27 @@ def test_bad_entries_are_named(entries, words):
     assert all(w in str(e.value) for w in words), str(e.value)
 
 
+@pytest.mark.unit
 def test_loopback_is_fine_for_a_single_machine():
     assert validate_dist_ips(["127.0.0.1"]) == ("127.0.0.1",)
 
 
 # --- local addresses -------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_local_addresses_include_loopback_on_lo():
     found = local_addresses()
     assert LocalAddress("lo", "127.0.0.1") in found
     assert all(isinstance(a.ifname, str) and a.ifname for a in found)
 
 
+@pytest.mark.unit
 def test_getifaddrs_and_fallback_agree_on_primary_ipv4_addresses():
     primary = set(interfaces._ioctl_ipv4())
     assert primary and primary <= set(interfaces._getifaddrs())
 
 
+@pytest.mark.unit
 def test_proc_ipv6_parser(tmp_path):
     table = tmp_path / "if_inet6"
     table.write_text("00000000000000000000000000000001 01 80 10 80       lo\n"
@@ -73,12 +78,14 @@ def test_proc_ipv6_parser(tmp_path):
 
 # --- plan: which node is this? -------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_no_dist_ips_is_one_local_node():
     p = plan(cfg("Global.device=cpu:0,1"), local=LAN, env={})
     assert (p.nodes, p.node_rank, p.host, p.ifname, p.world_size, list(p.ranks)) == \
         (("127.0.0.1",), 0, "127.0.0.1", "lo", 2, [0, 1])
 
 
+@pytest.mark.unit
 def test_exactly_one_local_match_is_this_node_in_list_order():
     p = plan(cfg("Train.dist_ips=10.0.0.1,10.0.0.2,10.0.0.3", "Global.device=gpu:0,1"), local=LAN, env={})
     assert (p.node_rank, p.host, p.ifname, p.world_size, list(p.ranks)) == (1, "10.0.0.2", "eth0", 6, [2, 3])
@@ -86,6 +93,7 @@ def test_exactly_one_local_match_is_this_node_in_list_order():
     assert "ranks 2..3 of world size 6" in p.summary()
 
 
+@pytest.mark.unit
 def test_no_local_match_lists_local_addresses_and_the_list():
     with pytest.raises(UserError) as e:
         plan(cfg("Train.dist_ips=10.0.0.5,10.0.0.6"), local=LAN, env={})
@@ -94,12 +102,14 @@ def test_no_local_match_lists_local_addresses_and_the_list():
     assert "Train.node_ip" in message
 
 
+@pytest.mark.unit
 def test_several_local_matches_ask_for_node_ip():
     local = LAN + (LocalAddress("eth1", "10.0.0.3"),)
     with pytest.raises(UserError, match="several Train.dist_ips addresses .*10.0.0.2 on eth0, 10.0.0.3 on eth1"):
         plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.3"), local=local, env={})
 
 
+@pytest.mark.unit
 def test_node_ip_overrides_matching_and_must_be_listed():
     local = LAN + (LocalAddress("eth1", "10.0.0.3"),)
     p = plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.3", "Train.node_ip=10.0.0.3"), local=local, env={})
@@ -108,12 +118,14 @@ def test_node_ip_overrides_matching_and_must_be_listed():
         plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.3", "Train.node_ip=10.0.0.9"), local=local, env={})
 
 
+@pytest.mark.unit
 def test_node_ip_outside_local_interfaces_leaves_interface_unknown():
     p = plan(cfg("Train.dist_ips=203.0.113.1,203.0.113.2", "Train.node_ip=203.0.113.2"), local=LAN, env={})
     assert (p.node_rank, p.ifname) == (1, None)
     assert "interface unknown" in p.summary()
 
 
+@pytest.mark.unit
 def test_pod_ip_counts_only_when_listed():
     p = plan(cfg("Train.dist_ips=10.0.0.1,10.0.0.9"), local=LAN, env={"POD_IP": "10.0.0.9"})
     assert (p.node_rank, p.source) == (1, "POD_IP")
@@ -121,6 +133,7 @@ def test_pod_ip_counts_only_when_listed():
     assert (p.node_rank, p.source) == (1, "matched a local interface")
 
 
+@pytest.mark.unit
 def test_invalid_list_is_rejected_before_matching():
     with pytest.raises(UserError, match="10.0.0.2 twice"):
         plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.2"), local=LAN, env={})
@@ -156,12 +169,14 @@ def run_nodes(*plans: ClusterPlan, facts=None, keep=lambda peers: None) -> list:
     return results
 
 
+@pytest.mark.unit
 def test_preflight_passes_when_every_node_joins():
     port = free_port()
     nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
     assert run_nodes(*(node(r, port, nodes=nodes) for r in (2, 0, 1))) == [None, None, None]
 
 
+@pytest.mark.unit
 def test_preflight_names_the_missing_node_on_node_0_and_on_those_that_came():
     port = free_port()
     nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -170,11 +185,13 @@ def test_preflight_names_the_missing_node_on_node_0_and_on_those_that_came():
     assert results[1].startswith("node 0 (127.0.0.1) reports: node 2 (127.0.0.3) did not join")
 
 
+@pytest.mark.unit
 def test_preflight_names_node_0_when_it_never_answers():
     message = run_nodes(node(1, free_port(), timeout=1))[0]
     assert "node 0 (127.0.0.1) did not answer on port" in message and "Train.peer_timeout=1s" in message
 
 
+@pytest.mark.unit
 def test_preflight_rejects_a_node_with_another_device_layout():
     port = free_port()
     results = run_nodes(node(0, port, nproc=2), node(1, port, nproc=1))
@@ -182,6 +199,7 @@ def test_preflight_rejects_a_node_with_another_device_layout():
     assert results[1].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes")
 
 
+@pytest.mark.unit
 def test_preflight_fails_fast_when_the_store_port_is_taken():
     """Node 0 refuses at once; it only stays to tell joining nodes why until Train.peer_timeout (1 s here)."""
     port = free_port()
@@ -194,6 +212,7 @@ def test_preflight_fails_fast_when_the_store_port_is_taken():
         assert time.monotonic() - started < 3
 
 
+@pytest.mark.multiproc
 def test_preflight_is_a_no_op_for_one_node(busy_port):
     """One machine: no peers to meet and no port of its own to check, so even a held Train.port is fine."""
     port, _ = busy_port
@@ -206,6 +225,7 @@ def test_preflight_is_a_no_op_for_one_node(busy_port):
 
 # --- ports: a busy port names the process that holds it -------------------------------------------------
 
+@pytest.mark.multiproc
 def test_a_busy_port_names_its_process(busy_port):
     from paddledist.cluster import ports
 
@@ -215,6 +235,7 @@ def test_a_busy_port_names_its_process(busy_port):
     assert pid in found and HOLDER_MARK in found[pid]
 
 
+@pytest.mark.multiproc
 def test_preflight_on_node_0_names_the_holder_of_train_port(busy_port):
     port, pid = busy_port
     with pytest.raises(UserError) as e:
@@ -226,6 +247,7 @@ def test_preflight_on_node_0_names_the_holder_of_train_port(busy_port):
 
 # --- fingerprint: machines must agree on versions, config and dataset lists -----------------------------
 
+@pytest.mark.unit
 def test_fingerprint_leaves_out_per_node_keys_and_reads_dataset_lists(tmp_path):
     from paddledist.cluster.fingerprint import PER_NODE, fingerprint
 
@@ -239,6 +261,7 @@ def test_fingerprint_leaves_out_per_node_keys_and_reads_dataset_lists(tmp_path):
     assert same == facts
 
 
+@pytest.mark.unit
 def test_fingerprint_of_cifar_batches_is_their_sizes(tmp_path):
     from paddledist.cluster.fingerprint import data_digests
 
@@ -257,6 +280,7 @@ def facts_for(tmp_path, name: str, labels: str, *overrides: str):
     return fingerprint(cfg(f"Global.dataset_dir={folder}", *overrides))
 
 
+@pytest.mark.unit
 def test_preflight_names_the_differing_config_key(tmp_path):
     port = free_port()
     facts = [facts_for(tmp_path, "a", "x 0\n"), facts_for(tmp_path, "b", "x 0\n", "Train.learning_rate=0.1")]
@@ -266,6 +290,7 @@ def test_preflight_names_the_differing_config_key(tmp_path):
     assert results[1].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) differs from node 0")
 
 
+@pytest.mark.unit
 def test_preflight_names_the_differing_dataset_file_and_version(tmp_path):
     port = free_port()
     facts = [facts_for(tmp_path, "a", "x 0\n"), facts_for(tmp_path, "b", "x 1\n")]
@@ -276,6 +301,7 @@ def test_preflight_names_the_differing_dataset_file_and_version(tmp_path):
     assert "val.txt" not in results[0]  # missing on both: no difference
 
 
+@pytest.mark.unit
 def test_a_late_node_still_hears_why_the_job_stopped():
     port = free_port()
     nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -298,6 +324,7 @@ def test_a_late_node_still_hears_why_the_job_stopped():
     assert results[2].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes"), results[2]
 
 
+@pytest.mark.unit
 def test_a_held_store_port_is_told_to_the_joining_nodes_at_once():
     """Another job's paddle store holds Train.port + 1 on node 0: node 0 refuses, and the joining node hears
     why within seconds instead of waiting out its Train.peer_timeout and blaming node 0's silence."""

@@ -92,7 +92,7 @@ def no_partial_files(output: Path) -> bool:
     return not [p for p in output.rglob("*") if ".tmp-" in p.name or ".link-" in p.name or ".old-" in p.name]
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc
 def test_atomic_write_on_a_full_disk_keeps_the_old_file_and_no_temp(tmpfs):
     fs = tmpfs("64k")
     target = fs / "train_result.json"

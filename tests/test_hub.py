@@ -16,7 +16,6 @@ from paddledist.errors import UserError
 from conftest import free_port
 from weight_server import WeightServer
 
-pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
 DATA = os.urandom(300_000)
 
@@ -27,10 +26,12 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
+@pytest.mark.unit
 def test_local_paths_pass_through_untouched():
     assert hub.resolve("/some/where/w.pdparams", "Train.pretrain_weight_path") == "/some/where/w.pdparams"
 
 
+@pytest.mark.unit
 def test_download_once_then_reuse_without_asking_the_server(cache):
     with WeightServer({"/w.pdparams": DATA}) as server:
         out = io.StringIO()
@@ -42,6 +43,7 @@ def test_download_once_then_reuse_without_asking_the_server(cache):
     assert [p.name for p in (cache / "downloads").iterdir() if p.name.startswith(".download-")] == []
 
 
+@pytest.mark.unit
 def test_dry_run_downloads_nothing(cache):
     with WeightServer({"/w.pdparams": DATA}) as server:
         out = io.StringIO()
@@ -50,6 +52,7 @@ def test_dry_run_downloads_nothing(cache):
         assert f"would download {server.url('/w.pdparams')} -> {path}" in out.getvalue()
 
 
+@pytest.mark.multiproc
 def test_concurrent_processes_download_once(cache):
     """Four processes resolve the same URL at once over a slow transfer: one request, four equal files."""
     with WeightServer({"/w.pdparams": DATA}, chunk_delay_s=0.05) as server:
@@ -64,6 +67,7 @@ def test_concurrent_processes_download_once(cache):
     assert len(paths) == 1 and Path(paths.pop()).read_bytes() == DATA
 
 
+@pytest.mark.unit
 def test_http_error_is_one_line_naming_url_and_local_file_option():
     with WeightServer({}) as server:
         url = server.url("/missing.pdparams")
@@ -73,6 +77,7 @@ def test_http_error_is_one_line_naming_url_and_local_file_option():
     assert "\n" not in msg and url in msg and "HTTP 404" in msg and "-o Train.pretrain_weight_path=" in msg
 
 
+@pytest.mark.unit
 def test_offline_is_one_line_and_leaves_nothing(cache):
     url = f"http://127.0.0.1:{free_port()}/w.pdparams"
     with pytest.raises(UserError) as e:
@@ -81,6 +86,7 @@ def test_offline_is_one_line_and_leaves_nothing(cache):
     assert not os.path.exists(hub.cached_path(url))
 
 
+@pytest.mark.unit
 def test_cut_off_transfer_leaves_no_file_under_the_final_name(cache):
     with WeightServer({"/w.pdparams": DATA}, truncate=True) as server:
         url = server.url("/w.pdparams")
@@ -90,6 +96,7 @@ def test_cut_off_transfer_leaves_no_file_under_the_final_name(cache):
     assert [p for p in (cache / "downloads").iterdir() if p.name.startswith(".download-")] == []
 
 
+@pytest.mark.unit
 def test_cache_key_separates_same_name_on_different_servers():
     assert hub.cached_path("http://a/x/w.pdparams") != hub.cached_path("http://b/x/w.pdparams")
     assert hub.cached_path("https://a/x/w.pdparams?sig=1").endswith("-w.pdparams")

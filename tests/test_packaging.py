@@ -19,15 +19,16 @@ from paddledist.errors import UserError
 from paddledist.stages import WORKER_SCRIPT
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.unit
 
 
+@pytest.mark.unit
 def test_every_package_folder_has_an_init():
     folders = [d for d, _, files in os.walk(REPO / "paddledist") if any(f.endswith(".py") for f in files)]
     missing = [d for d in folders if not os.path.isfile(os.path.join(d, "__init__.py"))]
     assert folders and not missing
 
 
+@pytest.mark.unit
 def test_packaged_default_config_and_its_dataset_resolve_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path, overrides = cli.resolve_config("image_classification")
@@ -39,16 +40,19 @@ def test_packaged_default_config_and_its_dataset_resolve_from_any_folder(tmp_pat
     assert cli.resolve_config("configs/image_classification.yaml")[1] == []
 
 
+@pytest.mark.unit
 def test_a_leading_mode_word_is_the_mode():
     assert cli.split_mode(["train", "-c", "x"], None) == (["-c", "x"], "train")
     assert cli.split_mode(["-c", "train"], None) == (["-c", "train"], None)
     assert cli.split_mode(["eval", "-c", "x"], "train") == (["eval", "-c", "x"], "train")
 
 
+@pytest.mark.unit
 def test_workers_run_the_packaged_entry_script():
     assert Path(WORKER_SCRIPT) == REPO / "paddledist" / "worker.py" and WORKER_SCRIPT.endswith(".py")
 
 
+@pytest.mark.multiproc
 def test_the_worker_entry_does_not_put_the_package_folder_on_sys_path(tmp_path):
     probe = ("import runpy, sys; sys.argv = ['w', '--help']; "
              "runpy.run_path(sys.argv_path, run_name='__main__')").replace("sys.argv_path", repr(WORKER_SCRIPT))
@@ -69,6 +73,7 @@ worker["leave"](3) if sys.argv[3] == "leave" else sys.exit(3)
 """
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize("how", ["leave", "exit"])
 def test_a_finished_worker_skips_the_c_teardown_but_keeps_its_output_code_and_exit_handlers(tmp_path, how):
     """worker.leave ends a finished worker without the C-level teardown that crashed rank 0 (paddle's TCP-store
@@ -81,6 +86,7 @@ def test_a_finished_worker_skips_the_c_teardown_but_keeps_its_output_code_and_ex
     assert proc.stdout == ("buffered" if how == "leave" else "bufferedc-teardown\n")
 
 
+@pytest.mark.unit
 def test_the_cpu_extra_is_the_supported_range_and_nothing_else_names_paddle():
     """setup.py's `cpu` extra is paddle_version's range, and no other requirement names a paddle build: a GPU
     machine's paddlepaddle-gpu stays the only paddle (nothing decided at build time)."""
@@ -92,6 +98,7 @@ def test_the_cpu_extra_is_the_supported_range_and_nothing_else_names_paddle():
     assert paddles and all(re.search(r'extra\s*==\s*"cpu"', r) for r in paddles), paddles
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("version,outcome", [
     ("3.0.0", "ok"), ("3.1.1", "ok"), ("3.2.2", "ok"), ("3.3.1", "ok"), ("3.3.0rc1", "ok"), ("", "ok"),
     ("junk", "ok"), ("3.4.0", "warn"), ("4.0.0", "warn"), ("2.6.2", "old"), (None, "missing")])
@@ -111,11 +118,13 @@ def test_paddle_version_judgement(version, outcome, capsys):
     assert (paddle_version.WARNED in environ) == (outcome == "warn")
 
 
+@pytest.mark.unit
 def test_the_installed_paddle_is_supported():
     version = paddle_version.installed_version()
     assert version and paddle_version.minor(version) >= paddle_version.SUPPORTED[0]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("paddle,protobuf,refused", [
     ("3.0.0", "7.36.2", True), ("3.3.0", "7.0.0", True), ("3.2.2", "6.33.6", False), ("3.3.1", "7.36.2", False),
     ("3.4.0", "7.1.0", False), ("3.0.0", None, False), ("", "7.36.2", False), ("3.0.0", "3.20.2", False)])
@@ -128,5 +137,6 @@ def test_a_fleet_that_cannot_read_protobuf_7_is_one_line_before_a_multi_process_
         assert 'pip install "protobuf<7"' in why and paddle in why and "\n" not in why
 
 
+@pytest.mark.unit
 def test_the_installed_paddle_and_protobuf_can_start_a_multi_process_job():
     paddle_version.check_for_collectives()

@@ -17,7 +17,6 @@ from paddledist.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.unit
 
 EXTRA = """
 Global:
@@ -57,6 +56,7 @@ def write(tmp_path, text: str) -> str:
     return str(path)
 
 
+@pytest.mark.unit
 def test_the_3x_extra_keys_load(tmp_path):
     cfg = load(write(tmp_path, EXTRA))
     assert cfg.Global.export_with_pir is True and cfg.Train.uniform_output_enabled is True
@@ -65,6 +65,7 @@ def test_the_3x_extra_keys_load(tmp_path):
     assert cfg.Benchmark.env == {"FLAGS_cudnn_exhaustive_search": 1} and cfg.Benchmark.amp == "O1"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("word", ["None", "none", "NONE", "Null", "null", "~"])
 def test_paddlex_none_spellings_are_null_in_yaml_and_o(tmp_path, word):
     cfg = load(write(tmp_path, f"Train:\n  pretrain_weight_path: {word}\n  resume_path: x.pdparams\n"),
@@ -73,6 +74,7 @@ def test_paddlex_none_spellings_are_null_in_yaml_and_o(tmp_path, word):
     assert cfg.CheckDataset.split.train_percent is None
 
 
+@pytest.mark.unit
 def test_paddlex_true_false_spellings(tmp_path):
     cfg = load(write(tmp_path, "CheckDataset:\n  convert:\n    enable: False\nTrain:\n  augment: False\n"),
                ["Train.dy2st=True", "Predict.use_hpip=False"])
@@ -80,6 +82,7 @@ def test_paddlex_true_false_spellings(tmp_path):
     assert cfg.Train.dy2st is True and cfg.Predict.use_hpip is False
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("key, hint", [("Train.dy2sd", "Train.dy2st"), ("Predict.use_hpi", "Predict.use_hpip"),
                                        ("Benchmark.do_evl", "Benchmark.do_eval"),
                                        ("Train.uniform_output_enable", "Train.uniform_output_enabled")])
@@ -88,6 +91,7 @@ def test_typos_of_the_new_keys_still_exit_with_a_did_you_mean(key, hint):
         load(None, [f"{key}=1"])
 
 
+@pytest.mark.unit
 def test_notice_names_exactly_the_inert_keys_that_were_set(tmp_path):
     assert inert_notice(load(None)) is None
     notice = inert_notice(load(write(tmp_path, EXTRA)))
@@ -97,6 +101,7 @@ def test_notice_names_exactly_the_inert_keys_that_were_set(tmp_path):
     assert set(named) <= set(INERT)
 
 
+@pytest.mark.multiproc
 def test_cli_prints_the_notice_once_at_start(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     path = write(tmp_path, "Predict:\n  use_hpip: True\n")
@@ -106,6 +111,7 @@ def test_cli_prints_the_notice_once_at_start(tmp_path):
     assert done.stderr.count("accepted PaddleX keys with no effect here: Predict.use_hpip\n") == 1
 
 
+@pytest.mark.unit
 def test_every_shipped_paddlex_module_config_loads():
     # each whole file as PaddleX ships it (tests/paddlex_ref.py reads them from the paddlex wheel)
     from paddlex_ref import module_configs
@@ -116,6 +122,7 @@ def test_every_shipped_paddlex_module_config_loads():
         assert load(str(path)).Global.model == yaml.safe_load(path.read_text())["Global"]["model"], path
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("level, on", [("OFF", False), ("O1", True), ("O2", True), ("off", False)])
 def test_paddlex_amp_levels(tmp_path, level, on):
     assert load(write(tmp_path, f"Train:\n  amp: {level}\n")).Train.amp is on

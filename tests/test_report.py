@@ -173,7 +173,7 @@ def test_visualdl_reads_back_the_scalars_rank_0_wrote(two_process_run):
     assert steps == sorted(set(steps)) and len(steps) == len(reader.get_data("scalar", "train/lr")) >= 3
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc
 def test_visualdl_is_on_by_default_once_installed_and_off_when_asked(tmp_path):
     pytest.importorskip("visualdl", reason='visualdl is not installed (pip install -e ".[vdl]")')
     on, off, other_rank = (VisualDLHook(str(tmp_path), wanted, main)

@@ -33,7 +33,7 @@ def srun_argv(script: str) -> list[str]:
     return shlex.split(lines[0])
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc
 def test_slurm_script_runs_train_once_per_node_with_the_same_overrides(capsys):
     script = emit(capsys, "-o", "Train.epochs_iters=2", "Global.output=out dir", "-o", "Train.batch_size=8",
                   "--emit", "slurm", "--nodes", "3", "--python", "/opt/py/bin/python", "--time", "01:00:00")
@@ -64,7 +64,7 @@ def test_slurm_script_asks_for_the_cards_of_global_device(capsys):
     assert sbatch_options(emit(capsys, "-o", "Global.device=cpu:0,1", "--emit", "slurm"))["--cpus-per-task"] == "2"
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc
 def test_requeued_slurm_job_resumes_from_the_latest_checkpoint(capsys, tmp_path):
     """The script's resume block, run by bash as a requeued (SLURM_RESTART_COUNT=1) and a first run would."""
     script = emit(capsys, "-o", f"Global.output={tmp_path}/out", "--emit", "slurm")

@@ -7,7 +7,6 @@ SIOCGIFADDR (one IPv4 address per interface) and /proc/net/if_inet6 stand in.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import fcntl
 import socket
 import struct
@@ -51,7 +50,7 @@ _IfAddrs._fields_ = [
 def _getifaddrs() -> list[LocalAddress]:
     if not sys.platform.startswith("linux"):
         raise OSError("getifaddrs layout is only known for Linux here")
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # the running process's libc (find_library would run ldconfig)
     head = ctypes.POINTER(_IfAddrs)()
     if libc.getifaddrs(ctypes.byref(head)) != 0:
         raise OSError(ctypes.get_errno(), "getifaddrs failed")
