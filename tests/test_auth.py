@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import free_port
+from helpers.common import free_port
 
 from paddledist.cluster import ClusterPlan, preflight
 from paddledist.cluster.auth import SECRET_ENV, Seal, admit, greeting, introduce, job_secret, source_problem

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from netns import netns_hosts  # noqa: F401  (fixture)
+from helpers.netns import netns_hosts  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.multihost
 

@@ -4,7 +4,6 @@ contents). Single- and multi-process jobs alike: the checks run before any worke
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -12,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HOLDER_MARK
+from helpers.common import HOLDER_MARK
+from helpers.files import snapshot  # noqa: F401
 
 pytestmark = pytest.mark.multiproc
 
@@ -63,25 +63,6 @@ def existing_output(tmp_path, files) -> Path:
     (out / ".checkpoints" / "latest.epoch1" / "latest.pdparams").write_bytes(files["real"].read_bytes())
     (out / "latest").symlink_to(os.path.join(".checkpoints", "latest.epoch1"))
     return out
-
-
-def snapshot(root: Path) -> dict:
-    """path -> (kind, size, mtime_ns, content digest or link target), links not followed."""
-    found = {}
-    for folder, dirs, names in os.walk(root):
-        for name in dirs + names:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            if os.path.islink(path):
-                what = ("link", os.readlink(path))
-            elif os.path.isdir(path):
-                what = ("dir", None)
-            else:
-                what = ("file", hashlib.sha256(Path(path).read_bytes()).hexdigest())
-            found[os.path.relpath(path, root)] = (*what, st.st_size, st.st_mtime_ns)
-    return found
-
-
 
 
 # (id, overrides (with {real}, {text}, {cut}, {port}, {pid} filled in), fragments of the one line, --dry-run?)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
-from netns import NetnsHosts, NetnsUnavailable
+from helpers.common import unavailable
+from helpers.netns import NetnsHosts, NetnsUnavailable
 
 pytestmark = [pytest.mark.bench, pytest.mark.multihost]
 

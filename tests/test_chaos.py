@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
+from helpers.common import unavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import chaos  # noqa: E402

@@ -7,12 +7,13 @@ import threading
 import time
 
 import pytest
-from conftest import HOLDER_MARK, free_port
+from helpers.common import HOLDER_MARK, free_port
 
 from paddledist.cluster import ClusterPlan, LocalAddress, local_addresses, plan, preflight, validate_dist_ips
 from paddledist.cluster import interfaces
 from paddledist.config import DeviceSpec, load
 from paddledist.errors import UserError
+from helpers.loopback import run_nodes  # noqa: F401
 
 
 LAN = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"), LocalAddress("eth0", "fe80::1"))
@@ -145,28 +146,6 @@ def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.
     """127.0.0.0/8 all answers on lo, so two loopback addresses stand in for two machines."""
     return ClusterPlan(nodes=tuple(nodes), node_rank=rank, ifname="lo", device=DeviceSpec("cpu", tuple(range(nproc))),
                        port=port, job_id="t", peer_timeout=timeout, source="test")
-
-
-def run_nodes(*plans: ClusterPlan, facts=None, keep=lambda peers: None) -> list:
-    """Preflight every plan in its own thread; the result per node is `keep(peers)` (None by default) or the
-    UserError message. `facts`: per-node fingerprints."""
-    results: list = [None] * len(plans)
-
-    def one(i: int) -> None:
-        try:
-            peers = preflight(plans[i], facts[i] if facts else None)
-            results[i] = keep(peers)
-            if peers is not None:
-                peers.close()
-        except UserError as e:
-            results[i] = str(e)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(plans))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    return results
 
 
 @pytest.mark.unit

@@ -7,21 +7,20 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import free_port
-from test_cluster import run_nodes
+from helpers.common import free_port
 
-from paddledist.cluster import ClusterPlan, LocalAddress, plan
+from paddledist.cluster import plan
 from paddledist.cluster.hello import Hello
 from paddledist.cluster.rendezvous import nodes_mismatch
 from paddledist.cluster.sources import find_source
-from paddledist.config import DeviceSpec, load
+from paddledist.config import load
 from paddledist.errors import UserError
 from paddledist.launch import build
 from paddledist.launch.builder import LAUNCHER_VARS
+from helpers.loopback import LAN, master_node, meet  # noqa: F401
 
 pytestmark = pytest.mark.unit
 
-LAN = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", "10.0.0.2"))
 KUBEFLOW_WORKER_1 = {"PADDLE_MASTER": "job-worker-0:36543", "PADDLE_NNODES": "3", "PADDLE_JOB_ID": "job"}
 OPERATOR = {"POD_IP": "10.0.0.2", "PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2",
             "PADDLE_TRAINERS": "10.0.0.1,10.0.0.2", "PADDLE_TRAINER_ENDPOINTS": "10.0.0.1:2379,10.0.0.2:2379",
@@ -139,20 +138,6 @@ def test_every_launcher_variable_paddle_reads_is_dropped():
 
 
 # --- the meeting: ranks agreed by address, or the platform's ranks --------------------------------------------------
-
-def master_node(address: str, port: int, nnodes: int, rank=None, timeout: int = 10) -> ClusterPlan:
-    nodes = ["127.0.0.1"] + [""] * (nnodes - 1)
-    node_rank = 0 if address == "127.0.0.1" else (rank or 1)
-    nodes[node_rank] = address
-    return ClusterPlan(nodes=tuple(nodes), node_rank=node_rank, ifname="lo", device=DeviceSpec("cpu", (0,)),
-                       port=port, job_id="t", peer_timeout=timeout, source="test", style="master",
-                       master_port=port + 2, names=(f"127.0.0.1:{port + 2}",), origin="Train.dist_master",
-                       agreed=False, platform_rank=rank)
-
-
-def meet(*plans: ClusterPlan) -> list:
-    """Preflight every plan in its own thread: the agreed (nodes, node_rank, agreed), or the UserError message."""
-    return run_nodes(*plans, keep=lambda peers: (peers.plan.nodes, peers.plan.node_rank, peers.plan.agreed))
 
 
 def test_ranks_follow_the_addresses_whatever_the_arrival_order():

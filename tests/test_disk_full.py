@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
-from netns import netns_hosts  # noqa: F401  (fixture)
+from helpers.common import unavailable
+from helpers.netns import netns_hosts  # noqa: F401  (fixture)
 
 from paddledist.errors import OUTPUT_ERROR_EXIT, OutputWriteError
 from paddledist.fsio import atomic_write
@@ -119,7 +119,7 @@ def test_a_full_disk_leaves_the_previous_run_s_checkpoints_byte_for_byte(tmpfs):
     """A finished run's latest, best_model, epoch_1 and results, then the same output resumed on a disk that
     fills before the first new checkpoint: everything the first run wrote is as it was (files rewritten at
     start with the same content, config.yaml and logs aside)."""
-    from test_bad_inputs import snapshot
+    from helpers.files import snapshot
 
     fs = tmpfs("16m")
     out = fs / "out"
@@ -159,7 +159,7 @@ def test_two_processes_on_a_1200k_disk_keep_latest_and_stop_together(tmpfs):
 def test_a_full_disk_on_the_first_host_is_named_on_both_hosts(tmpfs, netns_hosts, tmp_path):  # noqa: F811
     """Machines with their own disks: the first host's Global.output fills to 1.2 MB free. Both hosts stop,
     neither with 0 or 2, and both print "No space left" (the second one hears it from the first)."""
-    from test_failures_multihost import command, output, start, wait_all
+    from helpers.failures import command, output, start, wait_all
 
     hosts = netns_hosts(2)
     for i in range(2):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from netns import netns_hosts  # noqa: F401  (fixture)
-from test_failures_multihost import output, pids_in, wait_all
+from helpers.netns import netns_hosts  # noqa: F401  (fixture)
+from helpers.failures import output, pids_in, wait_all
 
 REPO = Path(__file__).resolve().parent.parent
 DOCTOR = str(REPO / "tools" / "doctor.py")

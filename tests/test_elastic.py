@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port
-from test_cluster_sources import LAN, master_node, meet
+from helpers.common import free_port
+from helpers.loopback import LAN, master_node, meet
 
 from paddledist.cluster import plan
 from paddledist.cluster.sources import find_source

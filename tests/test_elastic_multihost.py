@@ -1,5 +1,5 @@
-"""Train.nnodes as a range on real namespace hosts (tests/netns.py): three hosts meet in master-address mode with
-Train.nnodes=2:3; everything on host 2 is killed mid-run (its supervisor's process group and its workers), and
+"""Train.nnodes as a range on real namespace hosts (tests/helpers/netns.py): three hosts meet in master-address mode
+with Train.nnodes=2:3; everything on host 2 is killed mid-run (its supervisor's process group and its workers), and
 with Train.max_restarts=1 hosts 0 and 1 meet again, continue with 2 machines from latest (a new world size, the
 same global batch by accumulation) and finish: both exit 0, done_flag true, one restart recorded with its node count.
 A job preempted mid-epoch on three hosts and requeued on two starts that epoch again from epoch_<N>.
@@ -16,12 +16,13 @@ import sys
 
 import pytest
 
-from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
-from test_failures_multihost import CONFIG, DATA, TRAIN, heartbeat_overrides, output, pids_in, start, wait_all, \
+from helpers.netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
+from helpers.failures import CONFIG, DATA, TRAIN, heartbeat_overrides, output, pids_in, start, wait_all, \
     wait_for_epoch
-from test_heal_multihost import EPOCHS, result, wait_for_text
+from helpers.heal import EPOCHS, result, wait_for_text
 
 from paddledist.errors import PREEMPTED_EXIT
+from helpers.elastic import kill_host, list_command  # noqa: F401
 
 pytestmark = pytest.mark.multihost
 
@@ -34,18 +35,6 @@ def command(hosts: NetnsHosts, *extra: str) -> list[str]:
             "Train.nnodes=2:3", "Global.output=out", f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}",
             "Train.save_interval=100", f"Train.peer_timeout={PEER_TIMEOUT}", "Train.uniform_output_enabled=False",
             "Train.resume_path=auto", *heartbeat_overrides(), *extra]
-
-
-def kill_host(hosts: NetnsHosts, procs, host: int) -> None:
-    """SIGKILL the host's supervisor with its process group, then its workers (paddle's launcher gives each
-    its own session): nothing of the job is left there."""
-    os.killpg(os.getpgid(procs[host].pid), signal.SIGKILL)
-    for pid in pids_in(hosts, host):
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    procs[host].wait(timeout=10)
 
 
 def test_a_lost_host_leaves_two_of_three_that_continue(netns_hosts, tmp_path):  # noqa: F811
@@ -114,13 +103,6 @@ def test_a_requeued_job_on_fewer_machines_starts_the_preempted_epoch_again(netns
     got = result(tmp_path)
     assert got["done_flag"] is True and got["world_size"] == 2 and got["start_epoch"] == 2
     assert [h["epoch"] for h in got["history"]] == list(range(1, EPOCHS + 1))
-
-
-def list_command(addresses, *extra: str) -> list[str]:
-    return [sys.executable, TRAIN, "-c", CONFIG, "-o", f"Train.dist_ips={','.join(addresses)}", "Global.output=out",
-            f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}", "Train.peer_timeout=60",
-            "Train.uniform_output_enabled=False", "Train.resume_path=auto", "Train.batch_size=8",
-            "Train.augment=False", "Train.log_interval=1", "Train.learning_rate=0.01", *heartbeat_overrides(), *extra]
 
 
 def test_the_first_host_lost_for_good_the_others_finish_with_the_same_math(netns_hosts, tmp_path):  # noqa: F811

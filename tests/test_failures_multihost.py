@@ -1,4 +1,4 @@
-"""Failures on real multi-host jobs (network-namespace hosts, tests/netns.py): a host whose processes are killed
+"""Failures on real multi-host jobs (network-namespace hosts, tests/helpers/netns.py): a host whose processes are killed
 mid-training, or whose network link goes down, stops every other host within the promised time (60 s, 180 s),
 naming it; no process is left on any host; then the same command with Train.resume_path continues from the
 next epoch on every host and finishes. A killed worker alone is named by its rank; a host with another config
@@ -20,86 +20,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
+from helpers.netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
 
 import pytest
+from helpers.failures import (EPOCHS, command, heartbeat_overrides,
+                              is_worker, output, pids_in, start, wait_all, wait_for_epoch)  # noqa: F401
 
 pytestmark = pytest.mark.multihost
 
-REPO = Path(__file__).resolve().parent.parent
-TRAIN = str(REPO / "tools" / "train.py")
-CONFIG = str(REPO / "configs" / "image_classification.yaml")
-DATA = str(REPO / "dataset" / "digits")
-EPOCHS = 10
 RESUME = "out/latest/latest.pdparams"
-
-
-def heartbeat_overrides() -> list[str]:
-    if os.environ.get("PADDLEDIST_TEST_HEARTBEAT") == "default":
-        return []
-    return ["Train.heartbeat_interval=1", "Train.heartbeat_timeout=10"]
-
-
-def command(hosts: NetnsHosts, *extra: str) -> list[str]:
-    return [sys.executable, TRAIN, "-c", CONFIG, "-o", f"Train.dist_ips={','.join(hosts.addresses)}",
-            "Global.output=out", f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}",
-            "Train.save_interval=100", "Train.peer_timeout=60", *extra]
-
-
-def start(hosts: NetnsHosts, tmp_path: Path, run: str, argv: list[str]) -> dict[int, subprocess.Popen]:
-    procs = {}
-    for i in range(hosts.count):
-        home = tmp_path / f"host{i}"
-        home.mkdir(exist_ok=True)
-        log = open(tmp_path / f"{run}.host{i}.txt", "w")
-        procs[i] = hosts.popen(i, argv, cwd=str(home), stdout=log, stderr=subprocess.STDOUT)
-    return procs
-
-
-def output(tmp_path: Path, run: str, i: int) -> str:
-    return (tmp_path / f"{run}.host{i}.txt").read_text()
-
-
-def wait_for_epoch(tmp_path: Path, epoch: int, procs, timeout: float = 180) -> None:
-    """Until host 0 has recorded `epoch` complete epochs (train_result.json is rewritten after each)."""
-    result = tmp_path / "host0" / "out" / "train_result.json"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert all(p.poll() is None for p in procs.values()), "a host ended before the failure was caused"
-        try:
-            if len(json.loads(result.read_text())["history"]) >= epoch:
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"epoch {epoch} never finished")
-
-
-def wait_all(procs, timeout: float) -> dict[int, tuple[int, float]]:
-    """host -> (exit code, seconds from now until it exited); a host still running after `timeout` fails."""
-    start, done = time.monotonic(), {}
-    while len(done) < len(procs) and time.monotonic() - start < timeout:
-        for i, p in procs.items():
-            if i not in done and p.poll() is not None:
-                done[i] = (p.returncode, time.monotonic() - start)
-        time.sleep(0.05)
-    assert len(done) == len(procs), f"still running after {timeout}s: {set(procs) - set(done)}"
-    return done
-
-
-def pids_in(hosts: NetnsHosts, i: int) -> list[str]:
-    return subprocess.run(["ip", "netns", "pids", hosts.namespaces[i]], capture_output=True, text=True).stdout.split()
-
-
-def is_worker(pid: str) -> bool:
-    """A process paddle's launcher started for a rank (it carries the rank variables)."""
-    try:
-        return b"PADDLE_TRAINER_ID=" in Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
 
 
 def resume_and_finish(hosts: NetnsHosts, tmp_path: Path, stopped_after: int) -> None:

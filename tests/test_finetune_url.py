@@ -15,8 +15,8 @@ import paddle
 import pytest
 
 from paddledist.models import build_model
-from conftest import free_port
-from weight_server import WeightServer
+from helpers.common import free_port
+from helpers.weight_server import WeightServer
 
 pytestmark = pytest.mark.multiproc
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_bad_inputs import snapshot
+from helpers.files import snapshot
 
 pytestmark = pytest.mark.multiproc
 

@@ -1,4 +1,4 @@
-"""Self-healing and preemption on real two-host jobs (network-namespace hosts, tests/netns.py).
+"""Self-healing and preemption on real two-host jobs (network-namespace hosts, tests/helpers/netns.py).
 
 With Train.max_restarts=1, a host whose workers are killed (its supervisor lives) makes every supervisor end its
 workers, meet again on Train.port and relaunch from latest: both hosts exit 0, train_result.json records the
@@ -22,15 +22,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
-from test_failures_multihost import CONFIG, DATA, TRAIN, heartbeat_overrides, is_worker, output, pids_in, start, \
+from helpers.netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
+from helpers.failures import CONFIG, DATA, TRAIN, heartbeat_overrides, output, pids_in, start, \
     wait_all, wait_for_epoch
 
 from paddledist.errors import PREEMPTED_EXIT
+from helpers.heal import EPOCHS, kill_workers, result, wait_for_text  # noqa: F401
 
 pytestmark = pytest.mark.multihost
-
-EPOCHS = 3
 
 
 def command(hosts: NetnsHosts, *extra: str) -> list[str]:
@@ -40,34 +39,6 @@ def command(hosts: NetnsHosts, *extra: str) -> list[str]:
             "Global.output=out", f"Global.dataset_dir={DATA}", f"Train.epochs_iters={EPOCHS}",
             "Train.save_interval=100", "Train.peer_timeout=60", "Train.uniform_output_enabled=False",
             "Train.resume_path=auto", *heartbeat_overrides(), *extra]
-
-
-def result(tmp_path: Path, folder: str = "out") -> dict:
-    return json.loads((tmp_path / "host0" / folder / "train_result.json").read_text())
-
-
-def kill_workers(hosts: NetnsHosts, host: int, spare: set = frozenset()) -> set:
-    """SIGKILL the ranks on `host` (not its supervisor or paddle's launcher), none of `spare`; their pids."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        workers = {pid for pid in pids_in(hosts, host) if is_worker(pid)} - set(spare)
-        if workers:
-            break
-        time.sleep(0.1)
-    assert workers, f"no worker on host {host}"
-    for pid in workers:
-        os.kill(int(pid), signal.SIGKILL)
-    return workers
-
-
-def wait_for_text(path: Path, text: str, procs, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert all(p.poll() is None for p in procs.values()), f"a host ended before {text!r}"
-        if path.exists() and text in path.read_text(errors="replace"):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{text!r} never appeared in {path}")
 
 
 def test_a_killed_worker_is_restarted_and_the_job_finishes(netns_hosts, tmp_path):  # noqa: F811

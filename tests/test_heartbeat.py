@@ -11,7 +11,7 @@ import pytest
 
 from paddledist.cluster import ClusterPlan, preflight
 from paddledist.config import DeviceSpec
-from conftest import free_port
+from helpers.common import free_port
 
 pytestmark = pytest.mark.unit
 

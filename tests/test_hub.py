@@ -13,8 +13,8 @@ import pytest
 
 from paddledist import hub
 from paddledist.errors import UserError
-from conftest import free_port
-from weight_server import WeightServer
+from helpers.common import free_port
+from helpers.weight_server import WeightServer
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = os.urandom(300_000)

@@ -1,4 +1,4 @@
-"""ConvNeXt against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py): names and shapes of every variant
+"""ConvNeXt against PaddleClas 2.6.0's definition (tests/helpers/paddleclas_ref.py): names and shapes of every variant
 (tiny and small also parameter attributes), eval outputs of ConvNeXt_tiny, drop path's train-mode semantics
 under one seed, and a few AdamW steps that move every weight."""
 
@@ -9,7 +9,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, parameter_attrs, ref_module, train_steps
+from helpers.paddleclas_ref import assert_same_function, parameter_attrs, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 NAMES = [n for n, s in REGISTRY.items() if s.family == "convnext"]

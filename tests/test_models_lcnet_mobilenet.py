@@ -1,5 +1,5 @@
 """PP-LCNet, PP-LCNetV2, MobileNetV1 and MobileNetV3 are PaddleClas's networks: every registered name
-against PaddleClas 2.6.0's own definition (tests/paddleclas_ref.py), built with the Arch arguments of
+against PaddleClas 2.6.0's own definition (tests/helpers/paddleclas_ref.py), built with the Arch arguments of
 PaddleX's training config (class_num, stride_list, use_last_conv).
 
 - every name: the same parameter and buffer names and shapes and per parameter the same learning-rate
@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import (assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs,
-                            ref_module, train_steps)
-from paddlex_ref import model_names, module_config
+from helpers.paddleclas_ref import (assert_same_function, assert_same_in_train_mode, assert_same_layout,
+                                    parameter_attrs, ref_module, train_steps)
+from helpers.paddlex_ref import model_names, module_config
 
 pytestmark = pytest.mark.models
 

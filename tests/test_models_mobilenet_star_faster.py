@@ -1,5 +1,5 @@
 """MobileNetV2, MobileNetV4, StarNet and FasterNet are PaddleClas's networks: every registered name against
-PaddleClas 2.6.0's own definition (tests/paddleclas_ref.py; the four files are the same in PaddleClas's
+PaddleClas 2.6.0's own definition (tests/helpers/paddleclas_ref.py; the four files are the same in PaddleClas's
 develop branch, which PaddleX installs):
 
 - MobileNetV2: ppcls/arch/backbone/model_zoo/mobilenet_v2.py
@@ -23,7 +23,7 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import assert_same_function, parameter_attrs, randomise, ref_module, train_steps
+from helpers.paddleclas_ref import assert_same_function, parameter_attrs, randomise, ref_module, train_steps
 
 pytestmark = pytest.mark.models
 

@@ -1,5 +1,5 @@
 """ResNet (vb, vd), PP-HGNet and PP-HGNetV2 are PaddleClas's networks: every registered name against
-PaddleClas 2.6.0's own definition (tests/paddleclas_ref.py).
+PaddleClas 2.6.0's own definition (tests/helpers/paddleclas_ref.py).
 
 - every name: the same parameter and buffer names and shapes, and per parameter the same learning-rate
   multiplier, regularizer and trainability (LAB scalars at 0.01x, batch norms of the HGNets without decay),
@@ -20,8 +20,8 @@ import paddle
 import pytest
 
 from paddledist.models import REGISTRY, build_model
-from paddleclas_ref import (assert_same_function, assert_same_in_train_mode, assert_same_layout, parameter_attrs,
-                            ref_module, train_steps)
+from helpers.paddleclas_ref import (assert_same_function, assert_same_in_train_mode, assert_same_layout,
+                                    parameter_attrs, ref_module, train_steps)
 
 pytestmark = pytest.mark.models
 

@@ -1,4 +1,4 @@
-"""Swin Transformer against PaddleClas 2.6.0's definition (tests/paddleclas_ref.py,
+"""Swin Transformer against PaddleClas 2.6.0's definition (tests/helpers/paddleclas_ref.py,
 ppcls.arch.backbone.legendary_models.swin_transformer).
 
 - every name: the same parameter and buffer names and shapes and per-parameter attributes, built under
@@ -21,8 +21,8 @@ import pytest
 
 from paddledist.models import REGISTRY, build_model
 from paddledist.models.swin_transformer import swin_transformer
-from paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
-from paddlex_ref import model_names, module_config
+from helpers.paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
+from helpers.paddlex_ref import model_names, module_config
 
 pytestmark = pytest.mark.models
 

@@ -1,4 +1,4 @@
-"""CLIP ViT against PaddleClas 2.6.0's foundation_vit (tests/paddleclas_ref.py): names, shapes and parameter
+"""CLIP ViT against PaddleClas 2.6.0's foundation_vit (tests/helpers/paddleclas_ref.py): names, shapes and parameter
 attributes of both models (the large lazily), eval outputs of CLIP_vit_base_patch16_224 at its real 224,
 the padded / position-resized path and PaddleClas's fused-attention path on shallow nets of the same class,
 train-mode dropout and drop path under one seed, and a few training steps.
@@ -18,8 +18,8 @@ import pytest
 
 from paddledist.models import REGISTRY, build_model
 from paddledist.models.vision_transformer import clip_vit
-from paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
-from paddlex_ref import model_names
+from helpers.paddleclas_ref import parameter_attrs, randomise, ref_module, train_steps
+from helpers.paddlex_ref import model_names
 
 pytestmark = pytest.mark.models
 NAMES = [n for n, s in REGISTRY.items() if s.family == "vision_transformer"]

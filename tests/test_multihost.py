@@ -4,40 +4,16 @@ machines. Skips where namespaces cannot be made (not root, no `ip netns`)."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import sys
 from pathlib import Path
 
-from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
+from helpers.netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
 
 import pytest
+from helpers.hosts import (CONFIG, DATA, TRAIN, digest_of_saved_weights, final_digest,
+                           finish, start_all)  # noqa: F401
 
 pytestmark = pytest.mark.multihost
-
-REPO = Path(__file__).resolve().parent.parent
-TRAIN = str(REPO / "tools" / "train.py")
-CONFIG = str(REPO / "configs" / "image_classification.yaml")
-DATA = str(REPO / "dataset" / "digits")
-
-
-def start_all(hosts: NetnsHosts, which, argv_for, tmp_path: Path) -> dict[int, subprocess.Popen]:
-    procs = {}
-    for i in which:
-        log = open(tmp_path / f"host{i}.txt", "w")
-        procs[i] = hosts.popen(i, argv_for(i), cwd=str(tmp_path), stdout=log, stderr=subprocess.STDOUT)
-    return procs
-
-
-def finish(procs: dict[int, subprocess.Popen], tmp_path: Path, timeout: float = 240) -> dict[int, tuple[int, str]]:
-    done = {}
-    for i, proc in procs.items():
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        done[i] = (code, (tmp_path / f"host{i}.txt").read_text())
-    return done
 
 
 def train_argv(hosts: NetnsHosts, tmp_path: Path, nodes, *extra: str, script: str = TRAIN):
@@ -46,23 +22,6 @@ def train_argv(hosts: NetnsHosts, tmp_path: Path, nodes, *extra: str, script: st
     return lambda i: [sys.executable, script, "-c", CONFIG, "-o", f"Train.dist_ips={ips}",
                       f"Global.output={tmp_path}/host{i}", f"Global.dataset_dir={DATA}", "Train.epochs_iters=1",
                       *extra]
-
-
-def final_digest(rank_log: Path) -> str:
-    found = re.findall(r"final parameter digest: ([0-9a-f]{64})", rank_log.read_text())
-    assert len(found) == 1, f"{rank_log}: expected one digest line"
-    return found[0]
-
-
-def digest_of_saved_weights(path: Path) -> str:
-    import hashlib
-
-    import paddle
-
-    digest = hashlib.sha256()
-    for name, value in sorted(paddle.load(str(path)).items()):
-        digest.update(name.encode() + value.numpy().tobytes())
-    return digest.hexdigest()
 
 
 @pytest.mark.compat

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
-from test_multihost import CONFIG, DATA, TRAIN, final_digest, finish, start_all
+from helpers.netns import NetnsHosts, netns_hosts  # noqa: F401  (fixture)
+from helpers.hosts import CONFIG, DATA, TRAIN, final_digest, finish, start_all
 
 import pytest
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
+from helpers.common import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.multiproc

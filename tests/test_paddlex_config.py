@@ -113,8 +113,8 @@ def test_cli_prints_the_notice_once_at_start(tmp_path):
 
 @pytest.mark.unit
 def test_every_shipped_paddlex_module_config_loads():
-    # each whole file as PaddleX ships it (tests/paddlex_ref.py reads them from the paddlex wheel)
-    from paddlex_ref import module_configs
+    # each whole file as PaddleX ships it (tests/helpers/paddlex_ref.py reads them from the paddlex wheel)
+    from helpers.paddlex_ref import module_configs
 
     configs = module_configs()
     assert len(configs) >= 80

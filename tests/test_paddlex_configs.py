@@ -14,7 +14,7 @@ import pytest
 from paddledist.models import REGISTRY
 import yaml
 
-from paddlex_ref import model_names, module_config
+from helpers.paddlex_ref import model_names, module_config
 
 REPO = Path(__file__).resolve().parent.parent
 OVERRIDES = [f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", "Train.num_classes=10", "Global.device=cpu"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import paddlex_ref
+from helpers import paddlex_ref
 from paddledist.models.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]

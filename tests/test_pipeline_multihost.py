@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netns import netns_hosts  # noqa: F401  (fixture)
+from helpers.netns import netns_hosts  # noqa: F401  (fixture)
 
 import pytest
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port
-from test_cluster_sources import LAN
+from helpers.common import free_port
+from helpers.loopback import LAN
 
 from paddledist import cli
 from paddledist.cluster import plan

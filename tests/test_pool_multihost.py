@@ -1,4 +1,4 @@
-"""A Train.dist_ips pool on real namespace hosts (tests/netns.py): Train.nnodes=2:3 with a list of three and
+"""A Train.dist_ips pool on real namespace hosts (tests/helpers/netns.py): Train.nnodes=2:3 with a list of three and
 Train.max_restarts, LeNet without augmentation. A host killed for good mid-run (every process there, its
 Global.output deleted) leaves two that re-form on their own within the same command (cluster/pool.py): the first
 live machine of the list is the new hub and rank 0, they continue from the newest latest the two kept
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from netns import netns_hosts  # noqa: F401  (fixture)
-from test_elastic_multihost import kill_host, list_command
-from test_failures_multihost import output, pids_in, start, wait_all
-from test_heal_multihost import EPOCHS, kill_workers, wait_for_text
+from helpers.netns import netns_hosts  # noqa: F401  (fixture)
+from helpers.elastic import kill_host, list_command
+from helpers.failures import output, pids_in, start, wait_all
+from helpers.heal import EPOCHS, kill_workers, wait_for_text
 
 pytestmark = pytest.mark.multihost
 

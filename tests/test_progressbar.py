@@ -13,7 +13,7 @@ import pytest
 from paddledist import hub
 from paddledist.progressbar import Meter
 from paddledist.stages.evaluate import logged
-from weight_server import WeightServer
+from helpers.weight_server import WeightServer
 
 pytestmark = pytest.mark.unit
 DATA = os.urandom(3 * 2**20)

@@ -24,7 +24,7 @@ def digest_of(log: Path) -> str:
 
 @pytest.mark.parametrize("sync", ["flat", "bucket", "reducer"])
 def test_both_ranks_end_with_the_same_parameters(tmp_path, sync):
-    from test_multihost import digest_of_saved_weights
+    from helpers.hosts import digest_of_saved_weights
 
     out = tmp_path / "out"
     argv = [sys.executable, str(REPO / "tools" / "train.py"), "-c", str(REPO / "configs" / "image_classification.yaml"),

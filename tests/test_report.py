@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import unavailable
+from helpers.common import unavailable
 from paddledist import cli, report
 from paddledist.engine.hooks import VisualDLHook
 

@@ -1,4 +1,4 @@
-"""A real Slurm (slurmctld + one slurmd per network-namespace host, tests/slurm_cluster.py): the harness itself,
+"""A real Slurm (slurmctld + one slurmd per network-namespace host, tests/helpers/slurm_cluster.py): the harness itself,
 then `tools/submit.py --emit slurm`'s script run by sbatch across two nodes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
+from helpers.slurm_cluster import slurm_cluster  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.multihost
 

@@ -172,8 +172,8 @@ def _clock(log: str, text: str) -> int:
 
 # --- a real two-host job ----------------------------------------------------------------------------------
 
-from netns import netns_hosts  # noqa: E402,F401  (fixture)
-from test_failures_multihost import command, is_worker, output, pids_in, start, wait_all, wait_for_epoch  # noqa: E402
+from helpers.netns import netns_hosts  # noqa: E402,F401  (fixture)
+from helpers.failures import command, is_worker, output, pids_in, start, wait_all, wait_for_epoch  # noqa: E402
 
 STALL_TIMEOUT = 10
 

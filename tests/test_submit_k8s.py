@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netns import netns_hosts  # noqa: F401  (fixture)
-from slurm_cluster import hosts_files
+from helpers.netns import netns_hosts  # noqa: F401  (fixture)
+from helpers.slurm_cluster import hosts_files
 from paddledist.submit.cli import main
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """Network-namespace "hosts" for multi-host tests and benchmarks: N namespaces with lo up and
 eth0 = 10.78.<x>.<i+1>/24 on a private bridge (veth pairs). Names are unique per use, so parallel or
 leftover runs never clash, and everything (processes, namespaces, bridge) is removed on exit. Needs root
-and `ip netns`; otherwise the test fixture (tests/netns.py) skips with the reason.
+and `ip netns`; otherwise the test fixture (tests/helpers/netns.py) skips with the reason.
 
     with NetnsHosts(3) as hosts:
         hosts.run(0, ["ip", "-j", "addr"])      # in host 0

@@ -2,7 +2,7 @@
 of PaddleX committed), and the real `paddlex` package (3.7.2) run in child processes.
 
 The configs come from the installed `paddlex` package when it is there, else from its wheel downloaded with
---no-deps into the test cache (the same cache as tests/paddleclas_ref.py).
+--no-deps into the test cache (the same cache as tests/helpers/paddleclas_ref.py).
 
 paddlex pins PyYAML==6.0.2 and numpy<2.4 and needs opencv-contrib-python==4.10.0.84 for its predictor, so it
 is not installed into the project's environment (it would downgrade numpy and PyYAML there). The tests install
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
+from helpers.common import unavailable
 
 PADDLEX = "paddlex==3.7.2"
 CACHE = Path(os.environ.get("PADDLEDIST_TEST_CACHE", Path.home() / ".cache" / "paddledist-tests"))

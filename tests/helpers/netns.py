@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import unavailable
+from helpers.common import unavailable
 from paddledist.testing.netns import NetnsHosts, NetnsUnavailable, _kill_group, _kill_namespace_processes  # noqa: F401
 
 

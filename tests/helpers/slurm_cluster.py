@@ -23,8 +23,8 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 import pytest
 
-from conftest import unavailable
-from netns import NetnsHosts, NetnsUnavailable
+from helpers.common import unavailable
+from helpers.netns import NetnsHosts, NetnsUnavailable
 
 PROGRAMS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo", "squeue", "scancel", "scontrol", "munged")
 PACKAGES = ("slurm-wlm", "munge")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conftest import unavailable
+from helpers.common import unavailable
 
 PADDLECLAS = "paddleclas==2.6.0"
 CACHE = Path(os.environ.get("PADDLEDIST_TEST_CACHE", Path.home() / ".cache" / "paddledist-tests"))
