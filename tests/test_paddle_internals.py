@@ -150,3 +150,13 @@ def test_no_module_but_the_boundary_touches_paddles_private_names():
     for module in ("__init__.py", "momentum.py"):
         assert private_touches(wall / module, private), module  # the scan does see them
 
+
+
+def test_a_numpy_view_keeps_its_tensor_alive():
+    """The view of a temporary (a cast's result) still reads its numbers after paddle has reused freed memory;
+    on paddle 3.0 (the data_ptr path) the bf16 bucket mean once read garbage this way."""
+    views = [internals.numpy_view(paddle.full([4096], float(k), "float64").astype("float32")) for k in range(8)]
+    for _ in range(8):
+        paddle.full([4096], -1.0, "float32").numpy()  # allocations of the same size: freed memory is reused
+    for k, view in enumerate(views):
+        assert np.all(view == k), f"view {k} reads {view[:4].tolist()}"

@@ -17,6 +17,7 @@ import ctypes
 import functools
 import os
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -62,14 +63,21 @@ def ensure_grad(param) -> None:
 
 
 def numpy_view(tensor) -> np.ndarray:
-    """A writable numpy array over a CPU tensor's memory, no copy; the caller keeps `tensor` alive. paddle 3.0
+    """A writable numpy array over a CPU tensor's memory, no copy, that keeps `tensor` alive. paddle 3.0
     exports only the legacy DLPack capsule, which numpy marks read-only: there the array is laid over the
-    tensor's data_ptr() instead (same memory, same dtype and shape)."""
+    tensor's data_ptr() instead (same memory, same dtype and shape), and holds the tensor until it is
+    collected (without that, `numpy_view(t.astype(...))` read freed memory once paddle reused it)."""
     array = np.from_dlpack(tensor)
     if array.flags.writeable:
         return array
     memory = (ctypes.c_char * array.nbytes).from_address(tensor.data_ptr())
-    return np.frombuffer(memory, dtype=array.dtype).reshape(array.shape)
+    view = np.frombuffer(memory, dtype=array.dtype)
+    weakref.finalize(view, _release, tensor)
+    return view.reshape(array.shape)
+
+
+def _release(tensor) -> None:
+    """Nothing to do: holding `tensor` as finalize's argument is what keeps its memory alive."""
 
 
 def as_tensor(array: np.ndarray):
