@@ -17,7 +17,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import DropPath, drop_path_rates
+from paddledist.models.layers import DropPath, activation, drop_path_rates
 
 # variant: (embedding width, blocks per stage, drop_path_rate, activation), PaddleClas's NET_CONFIG
 VARIANTS = {
@@ -29,7 +29,6 @@ VARIANTS = {
     "L": (192, (3, 4, 18, 3), 0.3, "relu"),
 }
 MLP_RATIO, N_DIV, FEATURES = 2, 4, 1280
-ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
 class PartialConv(nn.Layer):
@@ -53,7 +52,7 @@ class FasterBlock(nn.Layer):
         hidden = int(dim * MLP_RATIO)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.mlp = nn.Sequential(nn.Conv2D(dim, hidden, 1, bias_attr=False), nn.BatchNorm2D(hidden),
-                                 ACTIVATIONS[act](), nn.Conv2D(hidden, dim, 1, bias_attr=False))
+                                 activation(act), nn.Conv2D(hidden, dim, 1, bias_attr=False))
         self.spatial_mixing = PartialConv(dim)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
@@ -117,7 +116,7 @@ class FasterNet(nn.Layer):
         self.stages = nn.Sequential(*stages)
         width = dim * 2 ** (len(depths) - 1)
         self.avgpool_pre_head = nn.Sequential(nn.AdaptiveAvgPool2D(1),
-                                              nn.Conv2D(width, FEATURES, 1, bias_attr=False), ACTIVATIONS[act]())
+                                              nn.Conv2D(width, FEATURES, 1, bias_attr=False), activation(act))
         self.head = nn.Linear(FEATURES, num_classes)
         init_weights(self)
 

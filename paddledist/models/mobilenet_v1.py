@@ -10,6 +10,8 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
+from paddledist.models.layers import ConvBNAct
+
 # (pointwise out, stride) of the 13 blocks; each depthwise conv keeps its input's channels
 BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)) + ((512, 1),) * 5 + ((1024, 2), (1024, 1))
 
@@ -18,23 +20,15 @@ def kaiming() -> paddle.ParamAttr:
     return paddle.ParamAttr(initializer=nn.initializer.KaimingNormal())
 
 
-class ConvBNLayer(nn.Layer):
-    def __init__(self, c_in: int, k: int, c_out: int, stride: int, padding: int, groups: int = 1) -> None:
-        super().__init__()
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding, groups=groups, weight_attr=kaiming(),
-                              bias_attr=False)
-        self.bn = nn.BatchNorm2D(c_out)
-        self.relu = nn.ReLU()
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return self.relu(self.bn(self.conv(x)))
+def conv_bn_relu(c_in: int, c_out: int, k: int, stride: int, groups: int = 1) -> ConvBNAct:
+    return ConvBNAct(c_in, c_out, k, stride, groups, "relu", kaiming=True, decay_bn=True)
 
 
 class DepthwiseSeparable(nn.Layer):
     def __init__(self, c_in: int, c_out: int, stride: int) -> None:
         super().__init__()
-        self.depthwise_conv = ConvBNLayer(c_in, 3, c_in, stride, 1, groups=c_in)
-        self.pointwise_conv = ConvBNLayer(c_in, 1, c_out, 1, 0)
+        self.depthwise_conv = conv_bn_relu(c_in, c_in, 3, stride, groups=c_in)
+        self.pointwise_conv = conv_bn_relu(c_in, c_out, 1, 1)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.pointwise_conv(self.depthwise_conv(x))
@@ -43,7 +37,7 @@ class DepthwiseSeparable(nn.Layer):
 class MobileNet(nn.Layer):
     def __init__(self, scale: float = 1.0, class_num: int = 1000) -> None:
         super().__init__()
-        self.conv = ConvBNLayer(3, 3, int(32 * scale), 2, 1)
+        self.conv = conv_bn_relu(3, int(32 * scale), 3, 2)
         # PaddleClas computes int(c * scale) per block: int(64 * 0.75) = 48, never the rounded product chain
         c_ins = [32] + [c for c, _ in BLOCKS[:-1]]
         self.blocks = nn.Sequential(*[DepthwiseSeparable(int(c_in * scale), int(c_out * scale), s)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import batch_norm
+from paddledist.models.layers import ConvBNAct, HardSigmoid, SqueezeExcite
 from paddledist.models.pp_lcnet import make_divisible
 
 # (kernel, expanded, out, se, act, stride) per unit
@@ -31,32 +31,10 @@ NET_CONFIG = {
               (5, 576, 96, True, "hardswish", 1), (5, 576, 96, True, "hardswish", 1)),
 }
 CLASS_SQUEEZE = {"large": 960, "small": 576}
-ACTS = {"hardswish": nn.Hardswish, "relu": nn.ReLU}
 
 
-class ConvBNLayer(nn.Layer):
-    def __init__(self, c_in: int, c_out: int, k: int, stride: int, groups: int = 1, act: str | None = None):
-        super().__init__()
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, (k - 1) // 2, groups=groups, bias_attr=False)
-        self.bn = batch_norm(c_out)
-        self.act = ACTS[act]() if act else None
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        x = self.bn(self.conv(x))
-        return self.act(x) if self.act is not None else x
-
-
-class SEModule(nn.Layer):
-    def __init__(self, channel: int, reduction: int = 4) -> None:
-        super().__init__()
-        self.avg_pool = nn.AdaptiveAvgPool2D(1)
-        self.conv1 = nn.Conv2D(channel, channel // reduction, 1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2D(channel // reduction, channel, 1)
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        y = self.conv2(self.relu(self.conv1(self.avg_pool(x))))
-        return x * nn.functional.hardsigmoid(y, slope=0.2, offset=0.5)
+def se_module(channels: int) -> SqueezeExcite:
+    return SqueezeExcite(channels, gate=HardSigmoid(slope=0.2))
 
 
 class ResidualUnit(nn.Layer):
@@ -64,11 +42,11 @@ class ResidualUnit(nn.Layer):
         super().__init__()
         self.if_shortcut = stride == 1 and c_in == c_out
         self.if_se = use_se
-        self.expand_conv = ConvBNLayer(c_in, mid, 1, 1, act=act)
-        self.bottleneck_conv = ConvBNLayer(mid, mid, k, stride, groups=mid, act=act)
+        self.expand_conv = ConvBNAct(c_in, mid, 1, 1, act=act)
+        self.bottleneck_conv = ConvBNAct(mid, mid, k, stride, groups=mid, act=act)
         if use_se:
-            self.mid_se = SEModule(mid)
-        self.linear_conv = ConvBNLayer(mid, c_out, 1, 1)
+            self.mid_se = se_module(mid)
+        self.linear_conv = ConvBNAct(mid, c_out, 1, 1)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         y = self.bottleneck_conv(self.expand_conv(x))
@@ -83,12 +61,12 @@ class MobileNetV3(nn.Layer):
                  class_expand: int = 1280, dropout_prob: float | None = 0.2) -> None:
         super().__init__()
         cfg, c = NET_CONFIG[size], (lambda v: make_divisible(v * scale))
-        self.conv = ConvBNLayer(3, c(inplanes), 3, 2, act="hardswish")
+        self.conv = ConvBNAct(3, c(inplanes), 3, 2, act="hardswish")
         ins = [inplanes] + [unit[2] for unit in cfg[:-1]]
         self.blocks = nn.Sequential(*[ResidualUnit(c(c_in), c(exp), c(out), k, s, se, act)
                                       for c_in, (k, exp, out, se, act, s) in zip(ins, cfg)])
         squeeze = c(CLASS_SQUEEZE[size])
-        self.last_second_conv = ConvBNLayer(c(cfg[-1][2]), squeeze, 1, 1, act="hardswish")
+        self.last_second_conv = ConvBNAct(c(cfg[-1][2]), squeeze, 1, 1, act="hardswish")
         self.avg_pool = nn.AdaptiveAvgPool2D(1)
         self.last_conv = nn.Conv2D(squeeze, class_expand, 1, bias_attr=False)
         self.hardswish = nn.Hardswish()

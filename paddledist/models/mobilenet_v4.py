@@ -23,7 +23,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import DropPath, batch_norm
+from paddledist.models.layers import ConvBNAct, DropPath, batch_norm
 
 # Blocks: ("cn", out, k, stride), ("er", out, mid, k, stride), ("uir", out, mid, k_start, k_mid, stride),
 # ("mqa", out, kv_dim, k, heads, kv_stride); k = 0 means that depthwise conv is absent.
@@ -77,30 +77,17 @@ VARIANTS = {
 HEAD = 1280
 
 
-def activation(name: str) -> nn.Layer:
-    return nn.GELU() if name == "gelu" else nn.ReLU()
-
-
-class ConvBnAct(nn.Layer):
-    """Conv (no bias) + batch norm, then the activation when `act` is given, then stochastic depth over
-    the whole output when `drop_path` > 0 (only `cn` blocks have that)."""
+class ConvBnAct(ConvBNAct):
+    """Conv-BN(-act), then stochastic depth over the whole output when `drop_path` > 0 (only `cn` blocks)."""
 
     def __init__(self, c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, act: str | None = None,
                  drop_path: float = 0.0) -> None:
-        super().__init__()
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False)
-        self.bn = batch_norm(c_out)
-        if act is not None:
-            self.act = activation(act)
-        self.use_act = act is not None
-        if drop_path > 0:
-            self.drop_path = DropPath(drop_path)
-        self.use_drop_path = drop_path > 0
+        super().__init__(c_in, c_out, k, stride, groups, act)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else None
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        x = self.bn(self.conv(x))
-        x = self.act(x) if self.use_act else x
-        return self.drop_path(x) if self.use_drop_path else x
+        x = super().forward(x)
+        return x if self.drop_path is None else self.drop_path(x)
 
 
 class LayerScale2D(nn.Layer):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import batch_norm
+from paddledist.models.layers import ConvBNAct
 
 # size: (stem channels, layers per HG block, dropout, stages as (in, mid, out, blocks, downsample))
 VARIANTS = {
@@ -31,20 +31,9 @@ VARIANTS = {
 HEAD_CHANNELS = 2048
 
 
-class ConvBNAct(nn.Layer):
-    """Conv (no bias, 'same' padding for odd kernels) + batch norm, then ReLU when `act`."""
-
-    def __init__(self, c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, act: bool = True) -> None:
-        super().__init__()
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False)
-        self.bn = batch_norm(c_out)
-        if act:
-            self.act = nn.ReLU()
-        self.use_act = act
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        x = self.bn(self.conv(x))
-        return self.act(x) if self.use_act else x
+def conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, act: str | None = "relu") -> ConvBNAct:
+    """PP-HGNet's conv-BN-ReLU (act=None: linear)."""
+    return ConvBNAct(c_in, c_out, k, stride, groups, act)
 
 
 class ESEModule(nn.Layer):
@@ -66,8 +55,8 @@ class HGBlock(nn.Layer):
     def __init__(self, c_in: int, mid: int, c_out: int, layer_num: int, identity: bool) -> None:
         super().__init__()
         self.identity = identity
-        self.layers = nn.LayerList([ConvBNAct(c_in if i == 0 else mid, mid, 3) for i in range(layer_num)])
-        self.aggregation_conv = ConvBNAct(c_in + layer_num * mid, c_out, 1)
+        self.layers = nn.LayerList([conv_bn(c_in if i == 0 else mid, mid, 3) for i in range(layer_num)])
+        self.aggregation_conv = conv_bn(c_in + layer_num * mid, c_out, 1)
         self.att = ESEModule(c_out)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
@@ -84,7 +73,7 @@ class HGStage(nn.Layer):
     def __init__(self, c_in: int, mid: int, c_out: int, blocks: int, downsample: bool, layer_num: int) -> None:
         super().__init__()
         if downsample:
-            self.downsample = ConvBNAct(c_in, c_in, 3, 2, groups=c_in, act=False)
+            self.downsample = conv_bn(c_in, c_in, 3, 2, groups=c_in, act=None)
         self.use_downsample = downsample
         self.blocks = nn.Sequential(*[HGBlock(c_in if i == 0 else c_out, mid, c_out, layer_num, identity=i > 0)
                                       for i in range(blocks)])
@@ -114,7 +103,7 @@ class PPHGNet(nn.Layer):
         super().__init__()
         stem, layer_num, dropout, stages = VARIANTS[size]
         widths = (3,) + stem
-        self.stem = nn.Sequential(*[ConvBNAct(widths[i], widths[i + 1], 3, 2 if i == 0 else 1)
+        self.stem = nn.Sequential(*[conv_bn(widths[i], widths[i + 1], 3, 2 if i == 0 else 1)
                                     for i in range(len(stem))])
         self.pool = nn.MaxPool2D(3, 2, padding=1)
         self.stages = nn.LayerList([HGStage(c_in, mid, c_out, n, down, layer_num)

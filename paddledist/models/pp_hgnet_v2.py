@@ -15,7 +15,7 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import batch_norm
+from paddledist.models import layers
 from paddledist.models.pp_hgnet import HEAD_CHANNELS, init_weights
 
 LAB_LR = 0.01
@@ -57,27 +57,18 @@ class LearnableAffineBlock(nn.Layer):
         return self.scale * x + self.bias
 
 
-class ConvBNAct(nn.Layer):
-    """Conv (no bias) + BN, then ReLU (+ LAB when `lab`) when `act`. `same`: TF-style 'SAME' padding,
-    which for the stem's even 2x2 kernels pads only the bottom and right."""
+class ConvBNAct(layers.ConvBNAct):
+    """Conv-BN, then ReLU (+ LAB when `lab`) when `act`. `same`: TF-style 'SAME' padding, which for the
+    stem's even 2x2 kernels pads only the bottom and right."""
 
     def __init__(self, c_in: int, c_out: int, k: int = 3, stride: int = 1, groups: int = 1, act: bool = True,
                  lab: bool = False, same: bool = False) -> None:
-        super().__init__()
-        padding = "SAME" if same else (k - 1) // 2
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=padding, groups=groups, bias_attr=False)
-        self.bn = batch_norm(c_out)
-        self.use_act, self.use_lab = act, act and lab
-        if act:
-            self.act = nn.ReLU()
-        if self.use_lab:
-            self.lab = LearnableAffineBlock()
+        super().__init__(c_in, c_out, k, stride, groups, "relu" if act else None, padding="SAME" if same else None)
+        self.lab = LearnableAffineBlock() if act and lab else None
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        x = self.bn(self.conv(x))
-        if self.use_act:
-            x = self.act(x)
-        return self.lab(x) if self.use_lab else x
+        x = super().forward(x)
+        return x if self.lab is None else self.lab(x)
 
 
 class LightConvBNAct(nn.Layer):

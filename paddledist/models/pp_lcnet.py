@@ -17,6 +17,8 @@ from typing import Sequence
 import paddle
 import paddle.nn as nn
 
+from paddledist.models.layers import ConvBNAct, SqueezeExcite, activation
+
 # stage: [(kernel, in, out, stride, se)], the strides of each stage's first block come from stride_list
 NET_CONFIG = (
     ((3, 16, 32, 1, False),),
@@ -25,7 +27,6 @@ NET_CONFIG = (
     ((3, 128, 256, 2, False),) + ((5, 256, 256, 1, False),) * 5,
     ((5, 256, 512, 2, True), (5, 512, 512, 1, True)),
 )
-ACTS = {"hardswish": nn.Hardswish, "relu": nn.ReLU, "relu6": nn.ReLU6}
 
 
 def make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> int:
@@ -35,37 +36,10 @@ def make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> 
     return new_v + divisor if new_v < 0.9 * v else new_v
 
 
-def bn_attr(lr_mult: float) -> paddle.ParamAttr:
-    """Batch-norm scale/shift: the stage's lr multiplier, no L2 (PaddleClas's L2Decay(0.0))."""
-    return paddle.ParamAttr(regularizer=paddle.regularizer.L2Decay(0.0), learning_rate=lr_mult)
-
-
-class ConvBNLayer(nn.Layer):
-    def __init__(self, c_in: int, k: int, c_out: int, stride, groups: int = 1, lr_mult: float = 1.0,
-                 act: str = "hardswish") -> None:
-        super().__init__()
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False,
-                              weight_attr=paddle.ParamAttr(initializer=nn.initializer.KaimingNormal(),
-                                                           learning_rate=lr_mult))
-        self.bn = nn.BatchNorm2D(c_out, weight_attr=bn_attr(lr_mult), bias_attr=bn_attr(lr_mult))
-        self.act = ACTS[act]()
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return self.act(self.bn(self.conv(x)))
-
-
-class SEModule(nn.Layer):
-    def __init__(self, channel: int, reduction: int = 4, lr_mult: float = 1.0) -> None:
-        super().__init__()
-        attr = lambda: paddle.ParamAttr(learning_rate=lr_mult)  # noqa: E731 - a fresh attr per parameter
-        self.avg_pool = nn.AdaptiveAvgPool2D(1)
-        self.conv1 = nn.Conv2D(channel, channel // reduction, 1, weight_attr=attr(), bias_attr=attr())
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2D(channel // reduction, channel, 1, weight_attr=attr(), bias_attr=attr())
-        self.hardsigmoid = nn.Hardsigmoid()
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return x * self.hardsigmoid(self.conv2(self.relu(self.conv1(self.avg_pool(x)))))
+def conv_bn(c_in: int, k: int, c_out: int, stride, groups: int = 1, lr_mult: float = 1.0,
+            act: str = "hardswish") -> ConvBNAct:
+    """PP-LCNet's conv-BN-act: KaimingNormal conv, the stage's lr multiplier on conv and batch norm."""
+    return ConvBNAct(c_in, c_out, k, stride, groups, act, kaiming=True, lr_mult=lr_mult)
 
 
 class DepthwiseSeparable(nn.Layer):
@@ -73,10 +47,10 @@ class DepthwiseSeparable(nn.Layer):
                  act: str) -> None:
         super().__init__()
         self.use_se = use_se
-        self.dw_conv = ConvBNLayer(c_in, dw_size, c_in, stride, groups=c_in, lr_mult=lr_mult, act=act)
+        self.dw_conv = conv_bn(c_in, dw_size, c_in, stride, groups=c_in, lr_mult=lr_mult, act=act)
         if use_se:
-            self.se = SEModule(c_in, lr_mult=lr_mult)
-        self.pw_conv = ConvBNLayer(c_in, 1, c_out, 1, lr_mult=lr_mult, act=act)
+            self.se = SqueezeExcite(c_in, gate=nn.Hardsigmoid(), lr_mult=lr_mult)
+        self.pw_conv = conv_bn(c_in, 1, c_out, 1, lr_mult=lr_mult, act=act)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.dw_conv(x)
@@ -113,8 +87,8 @@ class PPLCNet(LastConvHead, nn.Layer):
         super().__init__()
         if len(lr_mult_list) != 6 or len(stride_list) != 5:
             raise ValueError("PP-LCNet needs 6 lr multipliers and 5 strides")
-        self.conv1 = ConvBNLayer(3, 3, make_divisible(16 * scale), stride_list[0], lr_mult=lr_mult_list[0],
-                                 act=act)
+        self.conv1 = conv_bn(3, 3, make_divisible(16 * scale), stride_list[0], lr_mult=lr_mult_list[0],
+                             act=act)
         for i, stage in enumerate(NET_CONFIG):
             blocks = [DepthwiseSeparable(make_divisible(c_in * scale), make_divisible(c_out * scale),
                                          stride_list[i] if j == 0 and i > 0 else s, k, se,
@@ -123,7 +97,7 @@ class PPLCNet(LastConvHead, nn.Layer):
             setattr(self, f"blocks{i + 2}", nn.Sequential(*blocks))
         self.avg_pool = nn.AdaptiveAvgPool2D(1)
         last = make_divisible(NET_CONFIG[-1][-1][2] * scale)
-        self.build_head(last, class_expand, class_num, use_last_conv, ACTS[act](), dropout_prob)
+        self.build_head(last, class_expand, class_num, use_last_conv, activation(act), dropout_prob)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.conv1(x)

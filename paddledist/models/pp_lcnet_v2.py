@@ -15,7 +15,7 @@ from typing import Sequence
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import batch_norm
+from paddledist.models.layers import ConvBNAct, SqueezeExcite, activation
 from paddledist.models.pp_lcnet import LastConvHead, make_divisible
 
 # stage: (in_channels, kernel, split_pw, use_rep, use_se, use_shortcut); a stage's blocks output 2x in_channels
@@ -25,34 +25,11 @@ NET_CONFIG = (
     (256, 5, True, True, True, False),
     (512, 5, False, True, False, True),
 )
-ACTS = {"hardswish": nn.Hardswish, "relu": nn.ReLU, "relu6": nn.ReLU6, "prelu": nn.PReLU,
-        "leaky_relu": lambda: nn.LeakyReLU(negative_slope=0.1)}
 
 
-class ConvBNLayer(nn.Layer):
-    def __init__(self, c_in: int, c_out: int, k: int, stride: int, groups: int = 1, act: str | None = "relu"):
-        super().__init__()
-        self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups, bias_attr=False,
-                              weight_attr=paddle.ParamAttr(initializer=nn.initializer.KaimingNormal()))
-        self.bn = batch_norm(c_out)
-        self.act = ACTS[act]() if act is not None else None
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        x = self.bn(self.conv(x))
-        return self.act(x) if self.act is not None else x
-
-
-class SEModule(nn.Layer):
-    def __init__(self, channel: int, reduction: int = 4, act: str = "relu") -> None:
-        super().__init__()
-        self.avg_pool = nn.AdaptiveAvgPool2D(1)
-        self.conv1 = nn.Conv2D(channel, channel // reduction, 1)
-        self.act = ACTS[act]()
-        self.conv2 = nn.Conv2D(channel // reduction, channel, 1)
-        self.hardsigmoid = nn.Sigmoid()  # PaddleClas's name, a plain sigmoid
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return x * self.hardsigmoid(self.conv2(self.act(self.conv1(self.avg_pool(x)))))
+def conv_bn(c_in: int, c_out: int, k: int, stride: int, groups: int = 1, act: str | None = "relu") -> ConvBNAct:
+    """PP-LCNetV2's conv-BN-act (act=None: linear), KaimingNormal conv weights."""
+    return ConvBNAct(c_in, c_out, k, stride, groups, act, kaiming=True)
 
 
 class RepDepthwiseSeparable(nn.Layer):
@@ -63,18 +40,18 @@ class RepDepthwiseSeparable(nn.Layer):
         self.use_shortcut = use_shortcut and stride == 1 and c_in == c_out
         if use_rep:
             kernels = [k for k in range(dw_size, 0, -2) if not (k == 1 and stride != 1)]
-            self.dw_conv_list = nn.LayerList([ConvBNLayer(c_in, c_in, k, stride, c_in, None) for k in kernels])
+            self.dw_conv_list = nn.LayerList([conv_bn(c_in, c_in, k, stride, c_in, None) for k in kernels])
             self.dw_conv = nn.Conv2D(c_in, c_in, dw_size, stride, padding=(dw_size - 1) // 2, groups=c_in)
         else:
-            self.dw_conv = ConvBNLayer(c_in, c_in, dw_size, stride, c_in)  # ReLU whatever `act` is, as PaddleClas
-        self.act = ACTS[act]()
+            self.dw_conv = conv_bn(c_in, c_in, dw_size, stride, c_in)  # ReLU whatever `act` is, as PaddleClas
+        self.act = activation(act)
         if use_se:
-            self.se = SEModule(c_in, act=act)
+            self.se = SqueezeExcite(c_in, act=act)  # a plain sigmoid gate
         if split_pw:
-            self.pw_conv_1 = ConvBNLayer(c_in, int(c_out * 0.5), 1, 1, act=act)
-            self.pw_conv_2 = ConvBNLayer(int(c_out * 0.5), c_out, 1, 1, act=act)
+            self.pw_conv_1 = conv_bn(c_in, int(c_out * 0.5), 1, 1, act=act)
+            self.pw_conv_2 = conv_bn(int(c_out * 0.5), c_out, 1, 1, act=act)
         else:
-            self.pw_conv = ConvBNLayer(c_in, c_out, 1, 1, act=act)
+            self.pw_conv = conv_bn(c_in, c_out, 1, 1, act=act)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         identity = x
@@ -93,7 +70,7 @@ class PPLCNetV2(LastConvHead, nn.Layer):
                  use_last_conv: bool = True, class_expand: int = 1280, act: str = "relu") -> None:
         super().__init__()
         c = lambda v: make_divisible(v * scale)  # noqa: E731
-        self.stem = nn.Sequential(ConvBNLayer(3, c(32), 3, 2, act=act),
+        self.stem = nn.Sequential(conv_bn(3, c(32), 3, 2, act=act),
                                   RepDepthwiseSeparable(c(32), c(64), 1, 3, act=act))
         self.stages = nn.LayerList()
         for depth, (c_in, k, split_pw, use_rep, use_se, shortcut) in zip(depths, NET_CONFIG):
@@ -102,7 +79,7 @@ class PPLCNetV2(LastConvHead, nn.Layer):
                                       split_pw, use_rep, use_se, shortcut, act) for i in range(depth)]))
         self.avg_pool = nn.AdaptiveAvgPool2D(1)
         last = c(NET_CONFIG[-1][0] * 2)
-        self.build_head(last, class_expand, class_num, use_last_conv, ACTS[act](), dropout_prob)
+        self.build_head(last, class_expand, class_num, use_last_conv, activation(act), dropout_prob)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = self.stem(x)

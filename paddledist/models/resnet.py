@@ -16,6 +16,8 @@ import math
 import paddle
 import paddle.nn as nn
 
+from paddledist.models.layers import ConvBNAct
+
 # depth: (block kind, blocks per stage)
 DEPTHS = {
     18: ("basic", (2, 2, 2, 2)),
@@ -29,24 +31,18 @@ WIDTHS = (64, 128, 256, 512)
 """Inner width of each stage; a bottleneck block widens its output 4x."""
 
 
-class ConvBN(nn.Layer):
-    """Conv (no bias) + batch norm, optionally ReLU; `pool_first` puts the vd shortcut's 2x2 average pool
-    in front, which then does the striding instead of the conv."""
+class ConvBN(ConvBNAct):
+    """Conv-BN, ReLU when `act`; `pool_first` puts the vd shortcut's 2x2 average pool in front, which then does
+    the striding instead of the conv."""
 
     def __init__(self, c_in: int, c_out: int, k: int, stride: int = 1, act: bool = True,
                  pool_first: bool = False) -> None:
-        super().__init__()
-        # Parameter-free, so always present as in PaddleClas; 'SAME' + ceil keeps odd sides equal to theirs.
+        super().__init__(c_in, c_out, k, 1 if pool_first else stride, act="relu" if act else None, decay_bn=True)
+        # 'SAME' + ceil keeps odd sides equal to PaddleClas's.
         self.avg_pool = nn.AvgPool2D(2, stride, padding="SAME", ceil_mode=True) if pool_first else None
-        self.conv = nn.Conv2D(c_in, c_out, k, 1 if pool_first else stride, padding=(k - 1) // 2, bias_attr=False)
-        self.bn = nn.BatchNorm2D(c_out)
-        self.relu = nn.ReLU() if act else None
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        if self.avg_pool is not None:
-            x = self.avg_pool(x)
-        x = self.bn(self.conv(x))
-        return self.relu(x) if self.relu is not None else x
+        return super().forward(x if self.avg_pool is None else self.avg_pool(x))
 
 
 class Block(nn.Layer):

@@ -12,21 +12,16 @@ from __future__ import annotations
 import paddle
 import paddle.nn as nn
 
-from paddledist.models.layers import DropPath, drop_path_rates
+from paddledist.models.layers import ConvBNAct, DropPath, drop_path_rates
 
 # variant: (base width, blocks per stage)
 VARIANTS = {"S1": (24, (2, 2, 8, 3)), "S2": (32, (1, 2, 6, 2)), "S3": (32, (2, 2, 8, 4)), "S4": (32, (3, 3, 12, 5))}
 STEM, MLP_RATIO = 32, 4
 
 
-class ConvBN(nn.Sequential):
-    """Conv with bias, then batch norm when `bn` (a Sequential so the names are `conv` and `bn`)."""
-
-    def __init__(self, c_in: int, c_out: int, k: int = 1, stride: int = 1, groups: int = 1, bn: bool = True) -> None:
-        super().__init__()
-        self.add_sublayer("conv", nn.Conv2D(c_in, c_out, k, stride, padding=(k - 1) // 2, groups=groups))
-        if bn:
-            self.add_sublayer("bn", nn.BatchNorm2D(c_out))
+def conv_bn(c_in: int, c_out: int, k: int = 1, stride: int = 1, groups: int = 1, bn: bool = True) -> ConvBNAct:
+    """StarNet's conv (with bias), then batch norm when `bn`, no activation."""
+    return ConvBNAct(c_in, c_out, k, stride, groups, bias=True, bn=bn, decay_bn=True)
 
 
 class StarBlock(nn.Layer):
@@ -34,11 +29,11 @@ class StarBlock(nn.Layer):
 
     def __init__(self, dim: int, drop_path: float) -> None:
         super().__init__()
-        self.dwconv = ConvBN(dim, dim, 7, groups=dim)
-        self.f1 = ConvBN(dim, MLP_RATIO * dim, bn=False)
-        self.f2 = ConvBN(dim, MLP_RATIO * dim, bn=False)
-        self.g = ConvBN(MLP_RATIO * dim, dim)
-        self.dwconv2 = ConvBN(dim, dim, 7, groups=dim, bn=False)
+        self.dwconv = conv_bn(dim, dim, 7, groups=dim)
+        self.f1 = conv_bn(dim, MLP_RATIO * dim, bn=False)
+        self.f2 = conv_bn(dim, MLP_RATIO * dim, bn=False)
+        self.g = conv_bn(MLP_RATIO * dim, dim)
+        self.dwconv2 = conv_bn(dim, dim, 7, groups=dim, bn=False)
         self.act = nn.ReLU6()
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
@@ -54,14 +49,14 @@ class StarNet(nn.Layer):
     def __init__(self, variant: str, num_classes: int = 1000, drop_path_rate: float = 0.0) -> None:
         super().__init__()
         base, depths = VARIANTS[variant]
-        self.stem = nn.Sequential(ConvBN(3, STEM, 3, 2), nn.ReLU6())
+        self.stem = nn.Sequential(conv_bn(3, STEM, 3, 2), nn.ReLU6())
         rates = iter(drop_path_rates(drop_path_rate, sum(depths)))
         self.stages = nn.LayerList()
         c_in = STEM
         for i, depth in enumerate(depths):
             dim = base * 2 ** i
             blocks = [StarBlock(dim, next(rates)) for _ in range(depth)]
-            self.stages.append(nn.Sequential(ConvBN(c_in, dim, 3, 2), *blocks))
+            self.stages.append(nn.Sequential(conv_bn(c_in, dim, 3, 2), *blocks))
             c_in = dim
         self.norm = nn.BatchNorm2D(c_in)
         self.avgpool = nn.AdaptiveAvgPool2D(1)
