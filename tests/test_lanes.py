@@ -33,6 +33,7 @@ def test_may_start_one():
 @pytest.mark.multiproc
 def test_a_unit_test_that_starts_a_process_fails_and_the_others_pass(tmp_path):
     shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "conftest.py")
+    shutil.copytree(REPO / "tests" / "helpers", tmp_path / "helpers")  # the conftest imports from it
     shutil.copy(REPO / "pytest.ini", tmp_path / "pytest.ini")
     (tmp_path / "pytest.ini").write_text((tmp_path / "pytest.ini").read_text().replace("testpaths = tests", ""))
     (tmp_path / "test_inner.py").write_text(INNER)
