@@ -14,10 +14,10 @@ import time
 import pytest
 from helpers.common import free_port
 
-from paddledist.cluster import ClusterPlan, preflight
+from paddledist.cluster import ClusterPlan, door, preflight
 from paddledist.cluster.auth import SECRET_ENV, Seal, admit, greeting, introduce, job_secret, source_problem
 from paddledist.cluster.hello import Hello
-from paddledist.cluster.wire import LineSocket
+from paddledist.cluster.wire import LineSocket, connect_from, encode
 from paddledist.config import DeviceSpec
 from paddledist.errors import UserError
 from paddledist.launch.builder import launcher_env
@@ -248,3 +248,35 @@ def test_a_hello_of_another_shape_is_refused_at_the_door():
     for broken in ({**wire, "node": "1"}, {**wire, "node": True}, {**wire, "nodes": "a,b"}, {**wire, "nodes": [1]},
                    {k: v for k, v in wire.items() if k != "facts"}, {**wire, "rank": 1.5}):
         assert Hello.from_wire(broken) is None, broken
+
+
+def test_a_hello_that_arrived_while_node_0_was_busy_is_read_not_dropped(monkeypatch):
+    """At thousands of machines node 0 reaches a connection after its HELLO_S: what has arrived counts."""
+    monkeypatch.setattr(door, "HELLO_S", 0.3)
+    with door.Door(node(0, free_port())) as hub:
+        link = LineSocket(connect_from("127.0.0.2", ("127.0.0.1", hub.plan.port), 5.0))
+        hub._first_line(time.monotonic() + 0.2)  # accepts and greets; the hello is not there yet
+        first, _ = introduce(link.read(5.0), Hello.of(node(1, hub.plan.port)).to_wire(), None, "hub")
+        link.send(first)
+        time.sleep(0.6)  # node 0 busy elsewhere, past HELLO_S, the hello waiting in the kernel
+        got = hub.next(time.monotonic() + 2.0)
+        assert got is not None and got[1].node == 1
+        silent = socket.create_connection(("127.0.0.1", hub.plan.port))  # says nothing at all: dropped
+        assert hub.next(time.monotonic() + 1.5) is None and not hub.pending
+        silent.close(), link.close(), got[0].close()
+
+
+def test_a_joining_node_dials_again_when_node_0_closes_its_connection_unanswered():
+    port = free_port()
+    results: dict = {}
+    early = socket.create_server(("127.0.0.1", port))  # a node 0 that greets, then drops the connection
+    joiner = start(node(1, port), results, 1)
+    conn, _ = early.accept()
+    conn.sendall(encode(greeting(None)[1]))
+    conn.recv(1 << 20)
+    conn.close(), early.close()
+    hub = start(node(0, port), results, 0)
+    joiner.join(30), hub.join(30)
+    assert all(not isinstance(results[k], str) for k in (0, 1)), results
+    for peers in results.values():
+        peers.close()

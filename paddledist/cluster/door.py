@@ -20,7 +20,9 @@ from paddledist.cluster.wire import LineSocket, encode
 from paddledist.errors import UserError
 
 HELLO_S = 5.0
-"""How long node 0 waits for a new connection's first line before dropping it as not one of ours."""
+"""How long node 0 waits for a new connection to send anything (or more of its first line) before dropping it
+as not one of ours. Counted from its latest bytes and checked on what has arrived, so hellos that wait in the
+kernel while node 0 is busy with thousands of others are read, not dropped."""
 
 
 def listen(port: int, nnodes: int) -> socket.socket:
@@ -80,15 +82,32 @@ class Door:
                 return None
             first = next(iter(self.pending.items()), None)
             if first is not None and first[1][0] <= now:
-                return first[0], None, self._release(first[0])
+                link = first[0]
+                got = self._receive(link, now)  # what arrived while this node was busy counts
+                if got is not None:
+                    return got
+                if self.pending[link][0] <= now:  # silent for HELLO_S
+                    return link, None, self._release(link)
+                continue
             due = min(deadline, first[1][0]) if first else deadline
             for key, _ in self.selector.select(min(due - now, 1.0)):
                 if key.data is None:
                     self._accept(now)
                     continue
-                message, done = key.data.receive_one()
-                if message is not None or done:
-                    return key.data, message, self._release(key.data)
+                got = self._receive(key.data, now)
+                if got is not None:
+                    return got
+
+    def _receive(self, link: LineSocket, now: float) -> Optional[tuple[LineSocket, Optional[dict], str]]:
+        """Read what `link` has sent: its first line once complete (None as the message when it is not one of
+        ours), else None; a connection still sending its hello gets HELLO_S more from its latest bytes."""
+        before = link.buffered
+        message, done = link.receive_one()
+        if message is not None or done:
+            return link, message, self._release(link)
+        if link.buffered > before:
+            self.pending[link] = (now + HELLO_S, self.pending.pop(link)[1])  # to the back: arrival order kept
+        return None
 
     def _admitted(self, link: LineSocket, message: dict, nonce: str) -> Optional[Hello]:
         data, seal, why = auth.admit(message, nonce, self.plan.secret)

@@ -198,10 +198,15 @@ def _missing_message(plan: ClusterPlan, joined: dict) -> str:
 
 
 def _join(plan: ClusterPlan, mine: Hello) -> tuple[LineSocket, ClusterPlan]:
-    link = LineSocket(_connect(plan, time.monotonic() + plan.peer_timeout))
+    deadline = time.monotonic() + plan.peer_timeout
+    while True:
+        link = LineSocket(_connect(plan, deadline))
+        reply = _answer_to(link, plan, mine)
+        if reply is not None or time.monotonic() >= deadline:
+            break
+        link.close()  # node 0 closed it unanswered (it heard nothing from us in time): dial again
+        time.sleep(0.5)
     try:
-        _introduce(link, plan, mine)
-        reply = link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
         if reply is None:
             raise UserError(f"node 0 ({plan.nodes[0]}) gave no preflight answer within Train.peer_timeout="
                             f"{plan.peer_timeout}s; look at its output")
@@ -211,6 +216,16 @@ def _join(plan: ClusterPlan, mine: Hello) -> tuple[LineSocket, ClusterPlan]:
     except UserError:
         link.close()
         raise
+
+
+def _answer_to(link: LineSocket, plan: ClusterPlan, mine: Hello) -> Optional[dict]:
+    """Node 0's answer to this node's hello on `link` (None: closed or timed out without one)."""
+    try:
+        _introduce(link, plan, mine)
+    except UserError:
+        link.close()
+        raise
+    return link.read(timeout=plan.peer_timeout + _REPLY_GRACE_S)
 
 
 def _introduce(link: LineSocket, plan: ClusterPlan, mine: Hello) -> None:

@@ -74,9 +74,9 @@ class LineSocket:
         return messages, len(self._in) > MAX_LINE
 
     def receive_one(self) -> tuple[Optional[dict], bool]:
-        """Non-blocking, after a selector says readable: the first message once complete (the rest stays
-        buffered for `read`), and whether to give up on this connection (closed, or not one of ours)."""
-        if b"\n" not in self._in:
+        """Non-blocking: the first message once complete (the rest stays buffered for `read`), reading all that
+        has arrived; and whether to give up on this connection (closed, or not one of ours)."""
+        while b"\n" not in self._in and len(self._in) <= MAX_LINE:
             try:
                 chunk = self.sock.recv(65536)
             except (BlockingIOError, InterruptedError):
@@ -87,10 +87,15 @@ class LineSocket:
                 return None, True
             self._in += chunk
         if b"\n" not in self._in:
-            return None, len(self._in) > MAX_LINE
+            return None, True  # longer than any line of ours
         line, self._in = self._in.split(b"\n", 1)
         message = self.decode(line)
         return message, message is None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet read as messages."""
+        return len(self._in)
 
     def queue(self, message: dict, limit: int = QUEUE_LIMIT) -> None:
         """Queue for `flush`; a peer that stopped reading gets no more than `limit` bytes queued."""
