@@ -22,6 +22,7 @@ bounded (wire.LineSocket.queue) and written as the kernel takes it, so one slow 
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import threading
 import time
@@ -184,7 +185,8 @@ class Peers:
             self._waker.drain()
             return
         if k in self.closed:  # a lost link's closing is no news: stop watching it
-            self._selector.unregister(key.fileobj)
+            with contextlib.suppress(KeyError, ValueError):  # close() outwaited this thread and closed it
+                self._selector.unregister(key.fileobj)
             return
         if events & selectors.EVENT_WRITE:
             with self._lock:
