@@ -80,7 +80,9 @@ class ConvBNAct(nn.Layer):
         padding = (k - 1) // 2 if padding is None else padding
         self.conv = nn.Conv2D(c_in, c_out, k, stride, padding=padding, groups=groups,
                               weight_attr=_conv_attr(kaiming, lr_mult), bias_attr=None if bias else False)
-        self.bn = None if not bn else nn.BatchNorm2D(c_out) if decay_bn else batch_norm(c_out, lr_mult)
+        self.bn = None
+        if bn:
+            self.bn = nn.BatchNorm2D(c_out) if decay_bn else batch_norm(c_out, lr_mult)
         self.act = activation(act)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:

@@ -17,7 +17,6 @@ import ctypes
 import functools
 import os
 import warnings
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -71,13 +70,8 @@ def numpy_view(tensor) -> np.ndarray:
     if array.flags.writeable:
         return array
     memory = (ctypes.c_char * array.nbytes).from_address(tensor.data_ptr())
-    view = np.frombuffer(memory, dtype=array.dtype)
-    weakref.finalize(view, _release, tensor)
-    return view.reshape(array.shape)
-
-
-def _release(tensor) -> None:
-    """Nothing to do: holding `tensor` as finalize's argument is what keeps its memory alive."""
+    memory.tensor = tensor  # the array's base (this buffer) holds the tensor, so its memory outlives the array
+    return np.frombuffer(memory, dtype=array.dtype).reshape(array.shape)
 
 
 def as_tensor(array: np.ndarray):
