@@ -24,6 +24,16 @@ def test_buckets_follow_backward_order_and_close_at_the_limit():
     assert plan_buckets([10, 5, 3, 8], 8) == [[3], [2, 1], [0]]
     assert plan_buckets([10, 5, 3, 8], 100) == [[3, 2, 1, 0]]
     assert plan_buckets([1], 1) == [[0]]
+    assert plan_buckets([], 8) == []
+
+
+def test_the_first_parameters_get_a_small_bucket_of_their_own_sent_last():
+    # backward produces the first parameters' gradients last: they go in a bucket of at most last_limit floats
+    # (at least one parameter), so little is left on the wire when backward ends
+    assert plan_buckets([2, 2, 10, 5, 3, 8], 8, last_limit=5) == [[5], [4, 3], [2], [1, 0]]
+    assert plan_buckets([2, 2, 10, 5, 3, 8], 8, last_limit=3) == [[5], [4, 3], [2], [1], [0]]
+    assert plan_buckets([9, 2, 10], 8, last_limit=4) == [[2], [1], [0]]  # a first parameter above the limit
+    assert plan_buckets([1, 1, 1, 1], 2, last_limit=100) == [[3, 2], [1, 0]]  # never above the bucket limit
 
 
 def run_probe(tmp_path: Path, compression: str, disable: str = "") -> dict:
