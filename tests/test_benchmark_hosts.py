@@ -44,4 +44,7 @@ def test_shaped_link_benchmark_runs_and_bf16_halves_the_bytes_on_the_link():
     # the transport's own cost: one step's bytes both ways over plain sockets between the same hosts
     assert 0 < s["transport_cpu_s"] <= s["transport_wall_s"] * 2 and 0 < s["transport_bound"] < 1
     assert s["efficiency_vs_transport_bound"] == pytest.approx(s["efficiency"] / s["transport_bound"], rel=0.01)
+    assert s["transport_softirq_s"] >= 0 and s["transport_bound_with_softirq"] <= s["transport_bound"]
+    assert s["efficiency_vs_transport_bound_with_softirq"] == pytest.approx(
+        s["efficiency"] / s["transport_bound_with_softirq"], rel=0.01)
     assert "| (d) bare launch + fleet, 2 hosts x 1 rank" in done.stdout
