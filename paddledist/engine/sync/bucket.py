@@ -50,10 +50,7 @@ def plan_buckets(sizes: list[int], limit: int, last_limit: Optional[int] = None)
     With `last_limit`, the first parameters, whose gradients backward produces last, get a bucket of their own
     of at most `last_limit` floats (and at most `limit`; at least one parameter): what is still to send once
     backward ends is small (paddle's DataParallel does the same with its last_comm_buffer_size)."""
-    front, filled, last_limit = 0, 0, min(limit, last_limit or 0)
-    while last_limit and front < len(sizes) and (front == 0 or filled + sizes[front] <= last_limit):
-        filled += sizes[front]
-        front += 1
+    front = _leading_within(sizes, min(limit, last_limit)) if last_limit else 0
     buckets, current, filled = [], [], 0
     for k in reversed(range(front, len(sizes))):
         current.append(k)
@@ -64,6 +61,20 @@ def plan_buckets(sizes: list[int], limit: int, last_limit: Optional[int] = None)
     if current:
         buckets.append(current)
     return [*buckets, list(reversed(range(front)))] if front else buckets
+
+
+def _leading_within(sizes: list[int], cap: int) -> int:
+    """How many of the first sizes fit in `cap` together (at least one, when there is one)."""
+    count, filled = 0, 0
+    while count < len(sizes) and (count == 0 or filled + sizes[count] <= cap):
+        filled += sizes[count]
+        count += 1
+    return count
+
+
+def _floats(mb: float) -> int:
+    """How many float32 values `mb` MB hold (at least one)."""
+    return max(1, int(mb * (1 << 20) / 4))
 
 
 class BucketSync:
@@ -77,8 +88,7 @@ class BucketSync:
         self.dist, self.timeout, self.wire_dtype = dist, timeout, WIRE[compression]
         self.scale = np.float32(1.0 / dist.world_size)
         sizes = [int(np.prod(p.shape)) for p in self.params]
-        floats = lambda mb: max(1, int(mb * (1 << 20) / 4))  # noqa: E731
-        self.buckets = plan_buckets(sizes, floats(bucket_mb), floats(LAST_BUCKET_MB))
+        self.buckets = plan_buckets(sizes, _floats(bucket_mb), _floats(LAST_BUCKET_MB))
         self.where = {}
         """Parameter k -> (bucket, start, end) in that bucket's flat buffer."""
         self.flat = []
@@ -91,6 +101,7 @@ class BucketSync:
         """Whether gradients live in the buckets (else they are copied in and out)."""
         self._attach()
         self.wire: list[Optional[paddle.Tensor]] = [None] * len(self.buckets)
+        """Per bucket, its copy in the wire dtype (bf16 only; a float32 bucket is all-reduced where it lies)."""
         self.exchanges = 0
         """Completed exchanges (one per update); every bucket is all-reduced once per exchange and never else."""
         self.sent = 0
@@ -167,10 +178,9 @@ class BucketSync:
             self._done.release()
 
     def _exchange(self, b: int) -> None:
-        """All-reduce bucket b; a float32 bucket is scaled to the mean here, while backward still runs (measured
-        1.5-2.4% faster at 10000 Mbit/s than scaling every bucket after backward: docs/benchmarks.md). A bf16
-        bucket is cast back on the training thread: casting to and from bf16 here measured slower at 1000 Mbit/s
-        (224 against 235 images/s)."""
+        """All-reduce bucket b; a float32 bucket is scaled to the mean here, while backward still runs. A bf16
+        bucket is cast on the training thread, both ways: casting here measured slower (docs/benchmarks.md,
+        "The profile of one step")."""
         if self.wire_dtype is None:
             internals.global_all_reduce(self.flat[b]).wait()
             np.multiply(self.arrays[b], self.scale, out=self.arrays[b])
