@@ -5,9 +5,9 @@ order backward produces them, as paddle's DataParallel reducer groups them). Eac
 of its slice of the bucket (PyTorch DDP's gradient_as_bucket_view; paddle_internals' grad_view capability), so
 backward accumulates straight into the buffer that goes on the wire: no copy in, no copy out. A backward hook
 marks each gradient ready; once a bucket is complete, and every bucket before it has been handed on, a
-background thread all-reduces it in place with the process group's `all_reduce` and scales it by 1/world size,
-while backward goes on; after the last backward the caller waits for every bucket, and the optimizer reads the
-mean where backward wrote. The first parameters' gradients come last, so they get a small bucket of their own
+background thread all-reduces it in place with the process group's `all_reduce` while backward goes on; after
+the last backward the caller waits for every bucket and scales each in place by 1/world size: the optimizer
+reads the mean where backward wrote. The first parameters' gradients come last, so they get a small bucket of their own
 (LAST_BUCKET_MB, as paddle's DataParallel): little is left to send once backward ends. `clear` zeroes the
 buckets for the next update instead of dropping the gradients. Where the capability fails (or a gradient was given
 memory of its own), the gradient is copied in and the mean copied back, as before.
@@ -178,14 +178,9 @@ class BucketSync:
             self._done.release()
 
     def _exchange(self, b: int) -> None:
-        """All-reduce bucket b; a float32 bucket is scaled to the mean here, while backward still runs. A bf16
-        bucket is cast on the training thread, both ways: casting here measured slower (docs/benchmarks.md,
-        "The profile of one step")."""
-        if self.wire_dtype is None:
-            internals.global_all_reduce(self.flat[b]).wait()
-            np.multiply(self.arrays[b], self.scale, out=self.arrays[b])
-        else:
-            internals.global_all_reduce(self.wire[b]).wait()
+        """All-reduce bucket b (the sum; the training thread scales it to the mean after backward: scaling here,
+        as each all-reduce ended, gave an unscaled sum on paddle 3.0 in one CI run, docs/benchmarks.md)."""
+        internals.global_all_reduce(self.flat[b] if self.wire_dtype is None else self.wire[b]).wait()
 
     def __call__(self) -> None:
         for k in range(len(self.params)):  # parameters this rank did not use this step: zeros
@@ -202,10 +197,11 @@ class BucketSync:
         self._reset()
 
     def _read_back(self) -> None:
-        """The mean of bf16 buckets into the buckets (float32 ones are scaled by the sending thread); gradients
-        that are not views get theirs copied out."""
+        """The mean into the buckets, in place; gradients that are not views get theirs copied out."""
         for b in range(len(self.buckets)):
-            if self.wire_dtype is not None:
+            if self.wire_dtype is None:
+                np.multiply(self.arrays[b], self.scale, out=self.arrays[b])
+            else:
                 np.multiply(internals.numpy_view(self.wire[b].astype("float32")), self.scale, out=self.arrays[b])
             for k in self.buckets[b]:
                 p, (_, start, end) = self.params[k], self.where[k]
