@@ -73,10 +73,12 @@ def _as_tuple(kind) -> tuple:
     return kind if isinstance(kind, tuple) else (kind,)
 
 
-def mismatch(mine: Hello, theirs: Hello) -> Optional[str]:
-    """Why a joining node cannot be part of this job, or None."""
-    who = (f"node {theirs.node} ({_address(mine, theirs.node)})" if mine.agreed
-           else f"the machine at {theirs.address}")
+def mismatch(mine: Hello, theirs: Hello, who: Optional[str] = None) -> Optional[str]:
+    """Why a joining node cannot be part of this job, or None. `who`: how to name it when its place is already
+    decided (the etcd meeting's plan); else from its claimed index, which must then be a joining node's."""
+    placed = who is not None
+    who = who or (f"node {theirs.node} ({_address(mine, theirs.node)})" if mine.agreed
+                  else f"the machine at {theirs.address}")
     for key, what in (("job", "Train.job_id"), ("kind", "Global.device kind"),
                       ("nproc", "number of processes per machine (Global.device ids)")):
         if getattr(theirs, key) != getattr(mine, key):
@@ -85,7 +87,7 @@ def mismatch(mine: Hello, theirs: Hello) -> Optional[str]:
     different = rendezvous.nodes_mismatch(who, mine, theirs)
     if different:
         return different
-    if not 0 < theirs.node < len(mine.nodes):
+    if not placed and not 0 < theirs.node < len(mine.nodes):
         return f"a peer claims to be node {theirs.node!r}, which is not a joining node"
     found = differences(mine.facts, theirs.facts)
     if found:

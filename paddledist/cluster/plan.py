@@ -61,6 +61,8 @@ class ClusterPlan:
     pool: tuple = ()
     """A Train.dist_ips pool (Train.nnodes MIN:MAX with a list): every listed address, in list order; kept when the
     survivors of a loss re-form on fewer (a machine that comes back is taken in again, up to the list)."""
+    etcd: tuple = ()
+    """The endpoints (host:port) of the user's etcd (Train.dist_master=etcd://...); empty: the job's own."""
     secret: Optional[bytes] = field(default=None, repr=False, compare=False)
     """The job secret (cluster/auth.py) the control connections are authenticated with, None without one; set
     by the launch stage, never printed."""
@@ -120,7 +122,7 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
         node_rank, how = _find_self(nodes, local, cfg.Train.node_ip, env.get("POD_IP"), source)
     else:
         nodes, node_rank, how = _master_side(source, local, cfg.Train.node_ip, env.get("POD_IP"))
-    master_port = _master_port(source, cfg.Train.port)
+    master_port = cfg.Train.port + 1 if source.etcd else _master_port(source, cfg.Train.port)
     return ClusterPlan(nodes=nodes, node_rank=node_rank, ifname=_ifname_of(nodes[node_rank], local),
                        device=parse_device(cfg.Global.device), port=cfg.Train.port, job_id=cfg.Train.job_id,
                        peer_timeout=cfg.Train.peer_timeout, source=how,
@@ -128,7 +130,7 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
                        style=source.style, master_port=master_port, names=source.names or (source.master,),
                        origin=source.origin + (f"; {source.note}" if source.note else ""),
                        agreed=bool(source.names), platform_rank=source.rank, min_nodes=source.min_nodes,
-                       pool=nodes if source.names and source.min_nodes else ())
+                       pool=nodes if source.names and source.min_nodes else (), etcd=source.etcd)
 
 
 def _master_port(source: Source, port: int) -> int:

@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from paddledist.cluster.etcdlink import SCHEME, parse_endpoints
 from paddledist.cluster.slurm import slurm_nodes
 from paddledist.config import Config, parse_nnodes
 from paddledist.errors import UserError
@@ -49,6 +50,8 @@ class Source:
     min_nodes: int = 0
     """Fewest machines the job continues with (Train.nnodes MIN:MAX: master-address mode, or a Train.dist_ips pool);
     0: all `nnodes`."""
+    etcd: tuple = ()
+    """The endpoints of the user's etcd (Train.dist_master=etcd://...), where the machines meet."""
 
 
 def find_source(cfg: Config, env: Mapping[str, str]) -> Optional[Source]:
@@ -92,6 +95,10 @@ def _from_config(cfg: Config) -> Optional[Source]:
                             "e.g. -o Train.dist_master=node1:36543 -o Train.nnodes=2")
         if count.most == 1:
             return None  # one machine: nothing to meet
+        if train.dist_master.startswith(SCHEME):
+            endpoints = parse_endpoints(train.dist_master)
+            return Source("ips", (), count.most, master=endpoints[0], origin="Train.dist_master (etcd)",
+                          key="Train.dist_master", min_nodes=count.least if count.elastic else 0, etcd=endpoints)
         return Source("master", (), count.most, master=train.dist_master, origin="Train.dist_master",
                       key="Train.dist_master", min_nodes=count.least if count.elastic else 0)
     if count is not None and count.most > 1:

@@ -9,6 +9,7 @@ from typing import Mapping, Optional, Sequence
 
 from paddledist import cluster
 from paddledist.cluster import auth, pool, poolmeet
+from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
 from paddledist.launch import stall
@@ -64,17 +65,25 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         _print_command(plan, argv, env)
         return 0
     _print_choices(plan, env)
-    if plan.nnodes > 1 and plan.secret is None:
+    if plan.nnodes > 1 and plan.secret is None and not plan.etcd:
         print(auth.HINT, flush=True)
     restarts: list[dict] = []
+    if uses_etcd(plan):
+        with EtcdJob(plan, plan.secret, log_dir(cfg, plan)) as etcd, Control() as control:
+            return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts, etcd)
     if pool.is_pool(plan):  # a pool already running without this machine takes it in at its next restart
         plan, restarts = poolmeet.rejoin(plan)
     with Control() as control:
         return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts)
 
 
+def uses_etcd(plan: cluster.ClusterPlan) -> bool:
+    """The machines meet in etcd: the user's (Train.dist_master=etcd://...)."""
+    return bool(plan.etcd)
+
+
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
-                          control: Control, restarts: list[dict]) -> int:
+                          control: Control, restarts: list[dict], etcd: Optional[EtcdJob] = None) -> int:
     """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
     and relaunch with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN
     of them: a new world size continues the schedule by progress; the others do the same on their own; a
@@ -83,7 +92,7 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
     args = [*script_args, "-o", "Train.resume_path=auto"] if restarts else script_args
     with poolmeet.Lobby() as lobby:
         while True:
-            ended = _launch_once(cfg, plan, script, args, control, restarts, lobby)
+            ended = _launch_once(cfg, plan, script, args, control, restarts, lobby, etcd)
             if ended.code == 0 and control.saved():
                 print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; "
                       f"exit code {PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue",
@@ -96,7 +105,7 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
                     print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
                           f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
                 return ended.code
-            plan = _regroup(cfg, plan, ended, restarts, lobby)
+            plan = _regroup(cfg, plan, ended, restarts, lobby, etcd)
             if plan is None:
                 return ended.code
             args = [*script_args, "-o", "Train.resume_path=auto"]
@@ -104,10 +113,10 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
 
 
 def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: list[dict],
-             lobby: poolmeet.Lobby) -> Optional[cluster.ClusterPlan]:
+             lobby: poolmeet.Lobby, etcd: Optional[EtcdJob] = None) -> Optional[cluster.ClusterPlan]:
     """The plan of the next launch (a Train.dist_ips pool: without the lost machine(s), with those that came back,
-    agreed at the hub, cluster/pool.py and poolmeet.py), the restart recorded and announced; None: stop."""
-    plan, line = pool.next_plan(plan, ended.cause)
+    agreed at the hub, cluster/pool.py and poolmeet.py, or in etcd), the restart recorded and announced; None: stop."""
+    plan, line = etcd.next_plan(plan) if etcd else pool.next_plan(plan, ended.cause)
     if plan is None:
         print(f"paddledist: {line}: {ended.cause}", file=sys.stderr, flush=True)
         return None
@@ -119,7 +128,7 @@ def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: lis
     print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
           f"from {cfg.Global.output}/latest once {who} meet again on {plan.nodes[0]}:"
           f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
-    if not pool.is_pool(plan):
+    if etcd or not pool.is_pool(plan):
         return plan
     placed = poolmeet.meet(plan, lobby, restarts) if plan.node_rank == 0 else poolmeet.ask(plan)
     if placed.nodes != plan.nodes:
@@ -129,12 +138,13 @@ def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: lis
 
 
 def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list[str], control: Control,
-                 restarts: list[dict], lobby: poolmeet.Lobby) -> Ended:
-    peers = cluster.preflight(plan, cluster.fingerprint(cfg) if plan.nnodes > 1 else None)
-    _LAST_POOL[:] = [plan] if pool.is_pool(plan) else []
-    if pool.is_pool(plan) and plan.node_rank == 0:
+                 restarts: list[dict], lobby: poolmeet.Lobby, etcd: Optional[EtcdJob] = None) -> Ended:
+    facts = cluster.fingerprint(cfg) if plan.nnodes > 1 else None
+    peers = etcd.meet(plan, facts) if etcd else cluster.preflight(plan, facts)
+    _LAST_POOL[:] = [peers.plan] if etcd else [plan] if pool.is_pool(plan) else []
+    if etcd is None and pool.is_pool(plan) and plan.node_rank == 0:
         lobby.open(plan)  # Train.port is free again: a listed machine coming back waits there for the next restart
-    if peers is not None and not plan.agreed:  # master-address mode: the rendezvous has just placed every node
+    if peers is not None and (etcd or not plan.agreed):  # the meeting has just placed every node
         plan = peers.plan
         if plan.node_rank != 0:
             print(f"paddledist: {plan.summary()}", flush=True)
@@ -152,6 +162,8 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
                               preemption=preemption)
         finally:
             peers.close()
+            if etcd:
+                etcd.note_end(peers)
 
 
 def _preempt(control: Control, peers, why: str, plan: cluster.ClusterPlan) -> None:
@@ -184,6 +196,7 @@ def _print_command(plan: cluster.ClusterPlan, argv: Sequence[str], env: Mapping[
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:
     names = [n for n in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if n in env]
     chosen = ", ".join(f"{n}={env[n]}" for n in names) or "no socket interface set (unknown)"
-    where = (f"meeting the other {plan.nnodes - 1} node(s) on {plan.nodes[0]}:{plan.port} "
+    place = f"in etcd {','.join(plan.etcd)}" if plan.etcd else f"on {plan.nodes[0]}:{plan.port}"
+    where = (f"meeting the other {plan.nnodes - 1} node(s) {place} "
              f"(up to Train.peer_timeout={plan.peer_timeout}s)" if plan.nnodes > 1 else "one node")
     print(f"paddledist: {chosen}; {where}", file=sys.stdout, flush=True)

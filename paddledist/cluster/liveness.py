@@ -1,0 +1,151 @@
+"""Liveness and decisions in etcd for one launch: what the supervising runner asks of the other machines.
+
+Each supervisor keeps its lease alive every Train.heartbeat_interval (TTL Train.heartbeat_timeout). A machine is
+lost when its key goes (its lease expired or was revoked before it said done), seen by every survivor through
+the watch; one verdict key, created by transaction, says why the job stops and which machines were lost, and
+every machine reads that one. A supervisor that cannot renew its lease for Train.heartbeat_timeout is on the
+minority side of a cut: it stops itself, and the others go on without it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+from paddledist.cluster.etcdlink import EtcdUnavailable, Store
+from paddledist.cluster.jobkeys import create, put
+from paddledist.cluster.meeting import Met, _revoke
+
+_TICK_S = 0.1
+
+
+class EtcdPeers:
+    """The other machines of this launch, through etcd (the runner's PeerLinks)."""
+
+    def __init__(self, store: Store, met: Met, clock=time.monotonic) -> None:
+        self.store, self.met, self.plan, self.view = store, met, met.plan, met.view
+        self.interval_s, self.timeout_s = met.plan.heartbeat_interval, met.plan.heartbeat_timeout
+        self.clock = clock
+        self.verdict: Optional[str] = None
+        self.lost: tuple = ()
+        """The addresses the verdict names as lost (typed, for the next generation's plan)."""
+        self.preempted: Optional[str] = None
+        self._told: set[str] = set()
+        self._renewed = clock()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="paddledist-lease", daemon=True)
+
+    def start(self) -> "EtcdPeers":
+        self._thread.start()
+        return self
+
+    def check(self) -> Optional[str]:
+        self._judge()
+        return self.verdict
+
+    def explain(self, wait_s: float) -> Optional[str]:
+        """After this node's ranks failed: a machine that missed two renewals is lost now; else wait for word."""
+        if self.check():
+            return self.verdict
+        self._declare_stale(2 * self.interval_s + 1)
+        deadline = self.clock() + wait_s
+        while self.check() is None and self.clock() < deadline:
+            time.sleep(_TICK_S)
+        return self.verdict
+
+    def tell(self, reason: str) -> None:
+        self._told.add(reason)
+        self._record({"reason": reason, "lost": [], "by": self.plan.host})
+
+    def preempt(self, why: str) -> None:
+        self.preempted = self.preempted or f"{self.plan.who()}: {why}"
+        self._quietly(lambda: create(self.store, self.met.prefix + "preempt", {"where": self.preempted}))
+
+    def failed(self, reason: Optional[str]) -> None:
+        if reason and reason not in self._told:
+            self.tell(reason)
+        self.close()
+
+    def finish(self) -> Optional[str]:
+        """Say done, then wait for every machine of the plan to be done (None) or for a verdict."""
+        self._quietly(lambda: put(self.store, self.met.prefix + f"done/{self.plan.host}", {}))
+        everyone = set(self.plan.nodes)
+        while self.check() is None and not self.view.wait(lambda: everyone <= self.view.done, 0.5):
+            pass
+        self.close()
+        return self.verdict
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        self.view.close()
+        _revoke(self.store, self.met.lease)
+
+    def _loop(self) -> None:
+        while not self._closing.wait(self.interval_s):
+            try:
+                answer = self.store.call(lambda c: c.post(c.get_url("/lease/keepalive"), json={"ID": self.met.lease}))
+                if int(answer.get("result", {}).get("TTL", 0)) <= 0:
+                    self._own_loss("its etcd lease expired before it was renewed")
+                self._renewed = self.clock()
+            except EtcdUnavailable:
+                if self.clock() - self._renewed > self.timeout_s:
+                    self._own_loss(f"it could not reach the job's etcd {self.store.shown()} for over "
+                                   f"Train.heartbeat_timeout={self.timeout_s:g}s: the machines that still reach it "
+                                   "go on")
+            self._judge()
+
+    def _own_loss(self, why: str) -> None:
+        self.verdict = self.verdict or f"{self.plan.who()} lost: {why}"
+        self.lost = self.lost or (self.plan.host,)
+
+    def _judge(self) -> None:
+        """Adopt the recorded verdict; record a loss for a machine of the plan whose key went before it was done."""
+        view = self.view
+        with view._changed:
+            recorded, gone, done, preempt = view.verdict, list(view.gone), set(view.done), view.preempt
+        if preempt and not self.preempted:
+            self.preempted = preempt.get("where", "another machine")
+        if recorded and self.verdict is None:
+            self.verdict, self.lost = str(recorded.get("reason")), tuple(recorded.get("lost") or ())
+            return
+        lost = [a for a in gone if a in self.plan.nodes and a not in done and a != self.plan.host]
+        if lost and self.verdict is None:
+            k = self.plan.nodes.index(lost[0])
+            self._record({"reason": f"{self.plan.who(k)} lost: its etcd lease ended (no renewal for "
+                                    f"Train.heartbeat_timeout={self.timeout_s:g}s, or its supervisor stopped)",
+                          "lost": lost, "by": self.plan.host})
+
+    def _declare_stale(self, limit_s: float) -> None:
+        """Machines whose lease has not been renewed for over `limit_s`: lost now."""
+        for k, address in enumerate(self.plan.nodes):
+            lease = self.view.leases.get(address)
+            if address == self.plan.host or address in self.view.done or not lease:
+                continue
+            try:
+                answer = self.store.call(lambda c, i=lease: c.post(c.get_url("/lease/timetolive"), json={"ID": i}))
+            except EtcdUnavailable:
+                return
+            left, granted = int(answer.get("TTL", -1)), int(answer.get("grantedTTL", 0))
+            if left <= 0 or granted - left > limit_s:
+                silent = granted if left <= 0 else granted - left
+                self._record({"reason": f"{self.plan.who(k)} lost: no lease renewal for {silent}s "
+                                        f"(Train.heartbeat_interval={self.interval_s:g}s) when the collectives here "
+                                        "failed", "lost": [address], "by": self.plan.host})
+                return
+
+    def _record(self, verdict: dict) -> None:
+        """Create the launch's verdict (the first one wins) and adopt the one etcd holds."""
+        self._quietly(lambda: create(self.store, self.met.prefix + "verdict", verdict))
+        self.view.wait(lambda: self.view.verdict, 2.0)
+        recorded = self.view.verdict or verdict
+        if self.verdict is None:
+            self.verdict, self.lost = str(recorded.get("reason")), tuple(recorded.get("lost") or ())
+
+    def _quietly(self, call) -> None:
+        try:
+            call()
+        except EtcdUnavailable:
+            pass  # this machine is cut off: its own renewal failing says so

@@ -1,0 +1,150 @@
+"""The machines meet in etcd: each registers its hello under its lease, one plan is created by transaction,
+every machine checks that all of the plan's agree with its first.
+
+A generation is one launch. Machines listed in Train.dist_ips meet in list order (the first present is node 0);
+with an etcd of the user's own (Train.dist_master=etcd://...) the plan orders them by the platform's rank, else by
+address. With Train.nnodes MIN:MAX the plan is made once MAX came, or after Train.peer_timeout with at least MIN.
+A machine that registers after the plan was made is not in it and waits for the next generation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from paddledist.cluster.etcdlink import EtcdUnavailable, Store
+from paddledist.cluster.hello import Hello, mismatch
+from paddledist.cluster.jobkeys import GenerationView, create, put, read_prefix
+from paddledist.cluster.plan import ClusterPlan
+from paddledist.errors import UserError
+
+
+@dataclass
+class Met:
+    """This machine's place in a generation: the agreed plan, the view that follows it, its lease."""
+
+    plan: ClusterPlan
+    view: GenerationView
+    lease: int
+    generation: int
+    prefix: str
+
+
+def job_prefix(job_id: str) -> str:
+    return f"/paddledist/{job_id}/"
+
+
+def current_generation(store: Store, job_id: str) -> int:
+    """The newest generation that made a plan (0 before any)."""
+    _, found = read_prefix(store, job_prefix(job_id) + "gen")
+    value = next(iter(found.values()), {}).get("value")
+    return value.get("generation", 0) if isinstance(value, dict) else 0
+
+
+def grant(store: Store, ttl_s: int) -> int:
+    answer = store.call(lambda c: c.post(c.get_url("/lease/grant"), json={"TTL": ttl_s, "ID": 0}))
+    return int(answer["ID"])
+
+
+def meet(store: Store, plan: ClusterPlan, hello: Hello, generation: int, expected: tuple = ()) -> Optional[Met]:
+    """Register for `generation` and wait for its plan; None when it was made without this machine.
+    `expected`: the listed addresses to wait for (default: every listed one). UserError names what is wrong."""
+    prefix = f"{job_prefix(plan.job_id)}g{generation}/"
+    lease = grant(store, max(2, round(plan.heartbeat_timeout)))
+    view = GenerationView(store, prefix).start()
+    try:
+        put(store, prefix + f"node/{hello.address}", hello.to_wire(), lease)
+        listed = (plan.pool or plan.nodes) if plan.agreed else ()
+        decided = _await_plan(store, view, plan, prefix, expected or listed, generation)
+        if hello.address not in decided:
+            view.close()
+            return None
+        placed = _placed(plan, decided)
+        _check_agreement(view, placed)
+        return Met(placed, view, lease, generation, prefix)
+    except BaseException:
+        view.close()
+        _revoke(store, lease)
+        raise
+
+
+def _await_plan(store: Store, view: GenerationView, plan: ClusterPlan, prefix: str, expected: tuple,
+                generation: int) -> tuple:
+    deadline = time.monotonic() + plan.peer_timeout
+    while True:
+        full = view.wait(lambda: view.plan or _complete(view, plan, expected), max(0.0, deadline - time.monotonic()))
+        if view.plan:
+            return tuple(view.plan["nodes"])
+        late = time.monotonic() >= deadline
+        if full or (late and plan.min_nodes and len(view.nodes) >= plan.min_nodes):
+            _decide(store, view, plan, prefix, generation)
+            view.wait(lambda: view.plan, 5.0)
+        elif late:
+            raise UserError(_missing(view, plan, expected, store))
+
+
+def _complete(view: GenerationView, plan: ClusterPlan, expected: tuple) -> bool:
+    if plan.agreed:
+        return all(address in view.nodes for address in expected)
+    again = bool(expected) and all(a in view.nodes for a in expected) and len(view.nodes) >= plan.min_nodes
+    return again or len(view.nodes) >= plan.nnodes
+
+
+def _decide(store: Store, view: GenerationView, plan: ClusterPlan, prefix: str, generation: int) -> None:
+    """Create the generation's plan from who is there (the first writer's plan is everyone's)."""
+    with view._changed:
+        present = dict(view.nodes)
+    if plan.agreed:
+        listed = plan.pool or plan.nodes
+        nodes = [a for a in listed if a in present]
+    else:
+        nodes = sorted(present, key=lambda a: (_rank(present[a]), ipaddress.ip_address(a)))[:plan.nnodes]
+    if create(store, prefix + "plan", {"nodes": nodes}):
+        put(store, job_prefix(plan.job_id) + "gen", {"generation": generation, "nodes": nodes})
+
+
+def _rank(hello: dict) -> int:
+    rank = hello.get("rank")
+    return rank if isinstance(rank, int) else 1 << 30
+
+
+def _placed(plan: ClusterPlan, nodes: tuple) -> ClusterPlan:
+    names = nodes if not plan.agreed or nodes != (plan.pool or plan.nodes) else plan.names
+    return dataclasses.replace(plan, nodes=nodes, names=names, node_rank=nodes.index(plan.host), agreed=True)
+
+
+def _check_agreement(view: GenerationView, placed: ClusterPlan) -> None:
+    """Every machine of the plan against its first, the same check on every machine: one verdict for all."""
+    with view._changed:
+        hellos = {a: Hello.from_wire(view.nodes.get(a) or {}) for a in placed.nodes}
+    first = hellos[placed.nodes[0]]
+    for k, address in enumerate(placed.nodes[1:], start=1):
+        theirs = hellos[address]
+        problem = ("its hello is not this version's" if theirs is None or first is None
+                   else mismatch(first, theirs, who=placed.who(k)))
+        if problem:
+            raise UserError(problem)
+
+
+def _missing(view: GenerationView, plan: ClusterPlan, expected: tuple, store: Store) -> str:
+    reach = f"check they can reach the job's etcd {store.shown()}"
+    if plan.agreed:
+        missing = ", ".join(f"node {(plan.pool or plan.nodes).index(a)} ({a})" for a in expected
+                            if a not in view.nodes)
+        return (f"{missing} did not join within Train.peer_timeout={plan.peer_timeout}s: start the same command "
+                f"there, and {reach}")
+    came = f" (came: {', '.join(sorted(view.nodes))})" if view.nodes else ""
+    fewest = (f"only {len(view.nodes)} of {plan.nnodes} machines came and Train.nnodes={plan.min_nodes}:"
+              f"{plan.nnodes} needs at least {plan.min_nodes}: " if plan.min_nodes else "")
+    return (f"{fewest}{plan.nnodes - len(view.nodes)} of {plan.nnodes} machine(s) did not join within "
+            f"Train.peer_timeout={plan.peer_timeout}s{came}: start the same command there, and {reach}")
+
+
+def _revoke(store: Store, lease: int) -> None:
+    try:
+        store.call(lambda c: c.post(c.get_url("/lease/revoke"), json={"ID": lease}))
+    except (EtcdUnavailable, Exception):  # noqa: BLE001 - best effort: the lease expires on its own
+        pass
