@@ -197,14 +197,18 @@ def test_a_cause_told_at_once_is_not_told_again_when_the_node_stops(three):
     """The stall watchdog tells its cause before the runner ends the job; the runner's failed() then says nothing."""
     link = three[0].links[2]
     seen: list = []
+    calls = threading.Event()
     receive = link.receive_ready
 
     def recording():
         messages, closed = receive()
         seen.extend(m for m in messages if "stop" in m)
+        calls.set()
         return messages, closed
 
     link.receive_ready = recording  # observes the hub's real connection to node 2
+    # a read already under way when the patch went in could take the stop past it: wait for one read through it
+    assert calls.wait(5 * INTERVAL), "the hub read nothing from node 2"
     three[2].tell("stalled: rank 2 stopped advancing")
     three[2].failed("stalled: rank 2 stopped advancing")
     verdict, _ = wait_verdict(three[1], 1.0)
