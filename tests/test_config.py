@@ -33,7 +33,7 @@ SCHEMA_KEYS = {
     "Train.peer_timeout",
     "Train.max_bad_samples",
     "Train.heartbeat_interval", "Train.heartbeat_timeout", "Train.max_restarts", "Train.preempt_grace",
-    "Train.dist_master", "Train.nnodes", "Train.launch_style", "Train.stall_timeout",
+    "Train.dist_master", "Train.nnodes", "Train.launch_style", "Train.control_plane", "Train.stall_timeout",
     "Evaluate.weight_path", "Evaluate.log_interval",
     "Export.weight_path",
     "Predict.batch_size", "Predict.model_dir", "Predict.input", "Predict.kernel_option.run_mode",

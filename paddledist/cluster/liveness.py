@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Optional
 
-from paddledist.cluster.etcdlink import EtcdUnavailable, Store
+from paddledist.cluster.etcdlink import EtcdUnavailable, Store, etcd_errors
 from paddledist.cluster.jobkeys import create, put
 from paddledist.cluster.meeting import Met, _revoke
 
@@ -91,7 +91,7 @@ class EtcdPeers:
                 if int(answer.get("result", {}).get("TTL", 0)) <= 0:
                     self._own_loss("its etcd lease expired before it was renewed")
                 self._renewed = self.clock()
-            except EtcdUnavailable:
+            except (EtcdUnavailable, etcd_errors()):  # unreachable, or a member cut off from its quorum
                 if self.clock() - self._renewed > self.timeout_s:
                     self._own_loss(f"it could not reach the job's etcd {self.store.shown()} for over "
                                    f"Train.heartbeat_timeout={self.timeout_s:g}s: the machines that still reach it "
@@ -148,5 +148,5 @@ class EtcdPeers:
     def _quietly(self, call) -> None:
         try:
             call()
-        except EtcdUnavailable:
+        except (EtcdUnavailable, etcd_errors()):
             pass  # this machine is cut off: its own renewal failing says so

@@ -63,6 +63,8 @@ class ClusterPlan:
     survivors of a loss re-form on fewer (a machine that comes back is taken in again, up to the list)."""
     etcd: tuple = ()
     """The endpoints (host:port) of the user's etcd (Train.dist_master=etcd://...); empty: the job's own."""
+    control: str = "builtin"
+    """Train.control_plane: builtin (preflight and heartbeat links on Train.port) or etcd (the job's own etcd)."""
     secret: Optional[bytes] = field(default=None, repr=False, compare=False)
     """The job secret (cluster/auth.py) the control connections are authenticated with, None without one; set
     by the launch stage, never printed."""
@@ -130,7 +132,8 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
                        style=source.style, master_port=master_port, names=source.names or (source.master,),
                        origin=source.origin + (f"; {source.note}" if source.note else ""),
                        agreed=bool(source.names), platform_rank=source.rank, min_nodes=source.min_nodes,
-                       pool=nodes if source.names and source.min_nodes else (), etcd=source.etcd)
+                       pool=nodes if source.names and source.min_nodes else (), etcd=source.etcd,
+                       control="etcd" if source.etcd else cfg.Train.control_plane)
 
 
 def _master_port(source: Source, port: int) -> int:

@@ -17,6 +17,7 @@ GRAD_COMPRESSION = ("none", "bf16", "fp16")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
 LAUNCH_STYLES = ("ips", "master")
+CONTROL_PLANES = ("builtin", "etcd")
 ELASTIC_BATCH = ("keep", "scale_lr")
 
 
@@ -157,11 +158,13 @@ class TrainConfig:
     """(paddledist) Seconds after SIGTERM or SIGUSR1 to a supervisor for every rank to save latest at the next step and exit (code 75) before the job is ended without it; keep it below Slurm's --signal=USR1@T."""
     # --- machines from a master address or a scheduler (docs/multi_machine.md) ---
     dist_master: Optional[str] = None
-    """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The machines' own preflight runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given."""
+    """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The machines' own preflight runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given. etcd://H1:2379[,H2:2379...]: the machines (Train.nnodes of them) meet, hold their leases and decide in that etcd cluster under /paddledist/<Train.job_id>/ instead (ranks by the platform's rank, else by address; its TLS and user from ETCDCTL_CACERT/CERT/KEY, ETCDCTL_USER, ETCDCTL_PASSWORD)."""
     nnodes: Optional[str] = None
     """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes): N, or an elastic range MIN:MAX (e.g. 2:4): node 0 waits up to Train.peer_timeout for MAX machines, then continues with those that came when at least MIN did (also after a lost machine, with Train.max_restarts); with Train.dist_ips null (the list is the count) or MIN:MAX with MAX the length of the list and MIN more than half of it (a quorum): the list is a pool, and after a lost machine (with Train.max_restarts) the live listed machines re-form without it, the first of them the hub and rank 0."""
     launch_style: str = "ips"
     """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
+    control_plane: str = "builtin"
+    """(paddledist) Where the machines of a Train.dist_ips job meet and watch each other: builtin (the first machine's preflight and heartbeat links on Train.port) or etcd (the job's own etcd: one member on each of the first min(3, N) listed machines, clients on Train.port, peers on Train.port+50, authenticated with a job secret; it survives losing any one of three). Train.dist_master=etcd://... always uses that etcd."""
     stall_timeout: Optional[float] = 300.0
     """(paddledist) Stall watchdog: seconds in which no rank on a machine finishes a training step, every process alive, before the job stops on every machine naming the ranks, with each rank's Python stack in its workerlog; counted from the first step, the end of an epoch (evaluation, checkpoints) excluded; 0 or null: off."""
 

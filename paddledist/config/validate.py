@@ -7,8 +7,8 @@ import math
 
 from paddledist.config.device import parse_device
 from paddledist.config.nodecount import parse_nnodes
-from paddledist.config.schema import (ELASTIC_BATCH, GRAD_COMPRESSION, GRAD_SYNC, LAUNCH_STYLES, LR_SCHEDULERS,
-                                      MODES, OPTIMIZERS, Config)
+from paddledist.config.schema import (CONTROL_PLANES, ELASTIC_BATCH, GRAD_COMPRESSION, GRAD_SYNC, LAUNCH_STYLES,
+                                      LR_SCHEDULERS, MODES, OPTIMIZERS, Config)
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -138,6 +138,9 @@ def _validate_master(cfg: Config) -> None:
     if cfg.Train.launch_style not in LAUNCH_STYLES:
         raise UserError(f"Train.launch_style: unknown value {cfg.Train.launch_style!r}; use one of "
                         f"{', '.join(LAUNCH_STYLES)}")
+    if cfg.Train.control_plane not in CONTROL_PLANES:
+        raise UserError(f"Train.control_plane: unknown value {cfg.Train.control_plane!r}; use one of "
+                        f"{', '.join(CONTROL_PLANES)}")
     parse_nnodes(cfg.Train.nnodes)
     master = cfg.Train.dist_master
     if master is None:

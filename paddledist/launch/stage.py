@@ -78,8 +78,8 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
 
 
 def uses_etcd(plan: cluster.ClusterPlan) -> bool:
-    """The machines meet in etcd: the user's (Train.dist_master=etcd://...)."""
-    return bool(plan.etcd)
+    """The machines meet in etcd: the user's (Train.dist_master=etcd://...) or the job's own."""
+    return plan.nnodes > 1 and plan.control == "etcd"
 
 
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
@@ -123,11 +123,12 @@ def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: lis
     if line:
         print(f"paddledist: {line}", flush=True)
     restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
-    who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes and not plan.agreed
+    who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes and (etcd or not plan.agreed)
            else f"all {plan.nnodes} node(s)")
+    where = f"in {etcd.where()}" if etcd else f"on {plan.nodes[0]}:{plan.port}"
     print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
-          f"from {cfg.Global.output}/latest once {who} meet again on {plan.nodes[0]}:"
-          f"{plan.port} (up to Train.peer_timeout={plan.peer_timeout}s)", flush=True)
+          f"from {cfg.Global.output}/latest once {who} meet again {where} (up to Train.peer_timeout="
+          f"{plan.peer_timeout}s)", flush=True)
     if etcd or not pool.is_pool(plan):
         return plan
     placed = poolmeet.meet(plan, lobby, restarts) if plan.node_rank == 0 else poolmeet.ask(plan)

@@ -1,0 +1,72 @@
+"""How a job's etcd is planned, in process: which machines run a member of the job's own etcd and with what
+command line, the etcd:// and Train.control_plane keys, and etcdctl's variables."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddledist.cluster import LocalAddress, plan
+from paddledist.cluster import etcdserver
+from paddledist.cluster.etcdlink import Credentials, parse_endpoints
+from paddledist.config import load
+from paddledist.errors import UserError
+
+pytestmark = pytest.mark.unit
+
+LISTED = ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5")
+
+
+def planned(count: int, me: int, *extra: str):
+    local = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", LISTED[me]))
+    cfg = load(None, [f"Train.dist_ips={','.join(LISTED[:count])}", "Train.control_plane=etcd", *extra])
+    return plan(cfg, local=local, env={})
+
+
+@pytest.mark.parametrize("count, members", [(1, 1), (2, 1), (3, 3), (4, 3), (5, 3)])
+def test_members_run_on_the_first_three_listed_machines_and_on_the_first_of_two(count, members):
+    assert etcdserver.members(planned(count, 0)) == LISTED[:members]
+
+
+def test_a_member_is_one_of_a_static_cluster_on_train_port_and_fifty_above(tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
+    p = planned(4, 1, "Train.port=7000", "Train.job_id=run-7")
+    argv = etcdserver.EmbeddedEtcd(p, None, str(tmp_path / "log")).argv()
+    flag = dict(zip(argv[1::2], argv[2::2]))
+    assert flag["--name"] == "member1" and flag["--listen-client-urls"] == "http://10.0.0.2:7000"
+    assert flag["--initial-cluster"] == ("member0=http://10.0.0.1:7050,member1=http://10.0.0.2:7050,"
+                                         "member2=http://10.0.0.3:7050")
+    assert flag["--data-dir"] == str(tmp_path / "etcd" / "run-7" / "10.0.0.2")
+    assert etcdserver.endpoints(p) == ("10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000")
+
+
+def test_a_machine_past_the_third_runs_no_member(tmp_path):
+    with etcdserver.EmbeddedEtcd(planned(4, 3), None, str(tmp_path / "log")) as server:
+        assert server.proc is None
+
+
+def test_the_job_user_exists_only_with_a_secret_and_its_password_follows_from_it():
+    assert etcdserver.credentials(None, "a") == Credentials()
+    one, again, other = (etcdserver.credentials(s, j) for s, j in ((b"s", "a"), (b"s", "a"), (b"t", "a")))
+    assert one.user == etcdserver.JOB_USER and one.password == again.password != other.password
+    assert etcdserver.credentials(b"s", "b").password != one.password  # each job its own
+
+
+def test_the_control_plane_key_is_checked_and_etcd_urls_choose_etcd():
+    with pytest.raises(UserError, match="Train.control_plane: unknown value 'zookeeper'"):
+        load(None, ["Train.control_plane=zookeeper"])
+    assert planned(3, 0).control == "etcd" and not planned(3, 0).etcd
+    assert planned(3, 0, "Train.control_plane=builtin").control == "builtin"
+
+
+@pytest.mark.parametrize("text, words", [("10.0.0.5:2379", "is written etcd://"), ("etcd://", "no endpoint"),
+                                         ("etcd://h1:2379,h2", "'h2' is not HOST:PORT")])
+def test_bad_etcd_urls_are_one_line(text, words):
+    with pytest.raises(UserError, match=words):
+        parse_endpoints(text)
+
+
+def test_credentials_are_read_as_etcdctl_reads_them():
+    got = Credentials.from_env({"ETCDCTL_USER": "job:pw", "ETCDCTL_CACERT": "/ca.pem"})
+    assert (got.user, got.password, got.scheme) == ("job", "pw", "https")
+    assert "pw" not in repr(got)
+    assert Credentials.from_env({"ETCDCTL_USER": "job", "ETCDCTL_PASSWORD": "x:y"}).password == "x:y"
