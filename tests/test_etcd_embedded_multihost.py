@@ -38,7 +38,7 @@ def member_pid(address: str) -> int:
 
 
 def start_three(hosts, tmp_path: Path, *extra: str) -> dict[int, subprocess.Popen]:
-    argv = list_command(hosts.addresses[:3], "Train.control_plane=etcd", "Train.epochs_iters=4", *extra)
+    argv = list_command(hosts.addresses[:3], "Train.control_plane=etcd", "Train.epochs_iters=3", *extra)
     procs = {}
     for i in range(3):
         home = tmp_path / f"host{i}"
@@ -52,7 +52,7 @@ def start_three(hosts, tmp_path: Path, *extra: str) -> dict[int, subprocess.Pope
 def test_the_jobs_own_etcd_refuses_strangers_and_survives_losing_the_first_member(netns_hosts, tmp_path):  # noqa: F811
     hosts = netns_hosts(4)
     procs = start_three(hosts, tmp_path)
-    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 1/4 iter 5/", procs, timeout=300)
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 1/3 iter 5/", procs, timeout=300)
     endpoints = ",".join(f"http://{a}:{PORT}" for a in hosts.addresses[:3])
     stranger = etcdctl(lambda argv: hosts.run(3, argv), endpoints, "get", "--prefix", "/paddledist/")
     guessing = etcdctl(lambda argv: hosts.run(3, argv), endpoints, "get", "--prefix", "/paddledist/",
@@ -76,8 +76,9 @@ def test_a_host_cut_off_stops_itself_and_the_two_others_finish_without_it(netns_
     """Every process stays alive; host 2's link goes down. Its member is the minority of the job's etcd: host 2
     cannot renew its lease and stops itself, the other two see the lease end, decide once and finish."""
     hosts = netns_hosts(3)
-    procs = start_three(hosts, tmp_path, "Train.nnodes=2:3", "Train.max_restarts=1", "Train.peer_timeout=20")
-    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 2/4 iter 5/", procs, timeout=300)
+    procs = start_three(hosts, tmp_path, "Train.nnodes=2:3", "Train.max_restarts=1", "Train.peer_timeout=20",
+                        "Train.heartbeat_timeout=6")
+    wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 2/3 iter 5/", procs, timeout=300)
     subprocess.run(["ip", "link", "set", f"{hosts.tag}h2", "down"], check=True)
     done = wait_all(procs, timeout=400)
     a, b, c = hosts.addresses
