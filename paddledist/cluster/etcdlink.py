@@ -126,7 +126,7 @@ class Store:
             if "authentication is not enabled" in said or not any(w in said for w in _REFUSALS):
                 # the job's own etcd before it is secured, or a member without its quorum: not ready yet
                 raise EtcdUnavailable(f"{client.host}:{client.port}: {said}") from None
-            raise UserError(f"etcd {self.shown()} refused user {self.creds.user!r}: {_message(e)}; check "
+            raise UserError(f"etcd {self.shown()} refused user {self.creds.user!r}: {said}; check "
                             "ETCDCTL_USER and ETCDCTL_PASSWORD") from None
         client.session.headers["Authorization"] = answer["token"]
 

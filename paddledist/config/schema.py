@@ -164,7 +164,7 @@ class TrainConfig:
     launch_style: str = "ips"
     """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
     control_plane: str = "builtin"
-    """(paddledist) Where the machines of a Train.dist_ips job meet and watch each other: builtin (the first machine's preflight and heartbeat links on Train.port) or etcd (the job's own etcd: one member on each of the first min(3, N) listed machines, clients on Train.port, peers on Train.port+50, authenticated with a job secret; it survives losing any one of three). Train.dist_master=etcd://... always uses that etcd."""
+    """(paddledist) Where the machines of a Train.dist_ips job meet and watch each other: builtin (the first machine's preflight and heartbeat links on Train.port) or etcd (the job's own etcd: one member on each of the first three listed machines, on the first only with two, clients on Train.port, peers on Train.port+50, authenticated with a job secret; it survives losing any one of three). Train.dist_master=etcd://... always uses that etcd."""
     stall_timeout: Optional[float] = 300.0
     """(paddledist) Stall watchdog: seconds in which no rank on a machine finishes a training step, every process alive, before the job stops on every machine naming the ranks, with each rank's Python stack in its workerlog; counted from the first step, the end of an epoch (evaluation, checkpoints) excluded; 0 or null: off."""
 
