@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import threading
 import time
 from typing import Callable, Optional
@@ -107,10 +108,15 @@ class GenerationView:
         return self
 
     def close(self) -> None:
+        """Stop following at once: the stream's socket is shut (closing the response would wait for the
+        watch thread's read to return, up to _STREAM_IDLE_S)."""
         self._closed.set()
-        response = self._response
-        if response is not None:
-            response.close()
+        sock = getattr(getattr(getattr(self._response, "raw", None), "connection", None), "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def wait(self, test: Callable[[], object], timeout_s: float) -> object:
         """`test()` (called with the view locked) once truthy, or its last value after `timeout_s`."""

@@ -15,7 +15,7 @@ from typing import Optional
 
 from paddledist.cluster.etcdlink import EtcdUnavailable, Store, etcd_errors
 from paddledist.cluster.jobkeys import create, put
-from paddledist.cluster.meeting import Met, _revoke
+from paddledist.cluster.meeting import Met
 
 _STALE_EVERY_S = 0.5
 """How often a supervisor whose ranks failed looks at the others' leases."""
@@ -33,7 +33,6 @@ class EtcdPeers:
         """The addresses the verdict names as lost (typed, for the next generation's plan)."""
         self.preempted: Optional[str] = None
         self._told: set[str] = set()
-        self._renewed = clock()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="paddledist-lease", daemon=True)
 
@@ -82,20 +81,16 @@ class EtcdPeers:
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         self.view.close()
-        _revoke(self.store, self.met.lease)
+        self.met.lease.close()
 
     def _loop(self) -> None:
+        lease = self.met.lease
         while not self._closing.wait(self.interval_s):
-            try:
-                answer = self.store.call(lambda c: c.post(c.get_url("/lease/keepalive"), json={"ID": self.met.lease}))
-                if int(answer.get("result", {}).get("TTL", 0)) <= 0:
-                    self._own_loss("its etcd lease expired before it was renewed")
-                self._renewed = self.clock()
-            except (EtcdUnavailable, etcd_errors()):  # unreachable, or a member cut off from its quorum
-                if self.clock() - self._renewed > self.timeout_s:
-                    self._own_loss(f"it could not reach the job's etcd {self.store.shown()} for over "
-                                   f"Train.heartbeat_timeout={self.timeout_s:g}s: the machines that still reach it "
-                                   "go on")
+            if lease.expired:
+                self._own_loss("its etcd lease expired before it was renewed")
+            elif time.monotonic() - lease.renewed > self.timeout_s:
+                self._own_loss(f"it could not reach the job's etcd {self.store.shown()} for over "
+                               f"Train.heartbeat_timeout={self.timeout_s:g}s: the machines that still reach it go on")
             self._judge()
 
     def _own_loss(self, why: str) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import threading
 import time
 from dataclasses import dataclass
 from typing import Optional
 
-from paddledist.cluster.etcdlink import EtcdUnavailable, Store
+from paddledist.cluster.etcdlink import EtcdUnavailable, Store, etcd_errors
 from paddledist.cluster.hello import Hello, mismatch
 from paddledist.cluster.jobkeys import GenerationView, create, put, read_prefix
 from paddledist.cluster.plan import ClusterPlan
@@ -28,9 +29,44 @@ class Met:
 
     plan: ClusterPlan
     view: GenerationView
-    lease: int
+    lease: "Lease"
     generation: int
     prefix: str
+
+
+class Lease:
+    """This machine's lease, renewed every `interval_s` from the moment it is granted (a slow meeting never
+    lets it lapse); `renewed` is when etcd last answered, `expired` whether etcd said it had ended."""
+
+    def __init__(self, store: Store, ttl_s: int, interval_s: float) -> None:
+        answer = store.call(lambda c: c.post(c.get_url("/lease/grant"), json={"TTL": ttl_s, "ID": 0}))
+        self.store, self.id, self.interval_s = store, int(answer["ID"]), interval_s
+        self.renewed, self.expired = time.monotonic(), False
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="paddledist-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        body = {"ID": self.id}
+        while not self._closing.wait(self.interval_s):
+            try:
+                answer = self.store.call(lambda c: c.post(c.get_url("/lease/keepalive"), json=body))
+            except (EtcdUnavailable, etcd_errors()):  # unreachable, or a member cut off from its quorum
+                continue
+            if int(answer.get("result", {}).get("TTL", 0)) <= 0:
+                self.expired = True
+                return
+            self.renewed = time.monotonic()
+
+    def close(self) -> None:
+        """Stop renewing and revoke (best effort: it expires on its own)."""
+        self._closing.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        try:
+            self.store.call(lambda c: c.post(c.get_url("/lease/revoke"), json={"ID": self.id}))
+        except (EtcdUnavailable, Exception):  # noqa: BLE001 - best effort
+            pass
 
 
 def job_prefix(job_id: str) -> str:
@@ -44,19 +80,14 @@ def current_generation(store: Store, job_id: str) -> int:
     return value.get("generation", 0) if isinstance(value, dict) else 0
 
 
-def grant(store: Store, ttl_s: int) -> int:
-    answer = store.call(lambda c: c.post(c.get_url("/lease/grant"), json={"TTL": ttl_s, "ID": 0}))
-    return int(answer["ID"])
-
-
 def meet(store: Store, plan: ClusterPlan, hello: Hello, generation: int, expected: tuple = ()) -> Optional[Met]:
     """Register for `generation` and wait for its plan; None when it was made without this machine.
     `expected`: the listed addresses to wait for (default: every listed one). UserError names what is wrong."""
     prefix = f"{job_prefix(plan.job_id)}g{generation}/"
-    lease = grant(store, max(2, round(plan.heartbeat_timeout)))
+    lease = Lease(store, max(2, round(plan.heartbeat_timeout)), plan.heartbeat_interval)
     view = GenerationView(store, prefix).start()
     try:
-        put(store, prefix + f"node/{hello.address}", hello.to_wire(), lease)
+        put(store, prefix + f"node/{hello.address}", hello.to_wire(), lease.id)
         listed = (plan.pool or plan.nodes) if plan.agreed else ()
         decided = _await_plan(store, view, plan, prefix, expected or listed, generation)
         if hello.address not in decided:
@@ -67,7 +98,7 @@ def meet(store: Store, plan: ClusterPlan, hello: Hello, generation: int, expecte
         return Met(placed, view, lease, generation, prefix)
     except BaseException:
         view.close()
-        _revoke(store, lease)
+        lease.close()
         raise
 
 
@@ -141,10 +172,3 @@ def _missing(view: GenerationView, plan: ClusterPlan, expected: tuple, store: St
               f"{plan.nnodes} needs at least {plan.min_nodes}: " if plan.min_nodes else "")
     return (f"{fewest}{plan.nnodes - len(view.nodes)} of {plan.nnodes} machine(s) did not join within "
             f"Train.peer_timeout={plan.peer_timeout}s{came}: start the same command there, and {reach}")
-
-
-def _revoke(store: Store, lease: int) -> None:
-    try:
-        store.call(lambda c: c.post(c.get_url("/lease/revoke"), json={"ID": lease}))
-    except (EtcdUnavailable, Exception):  # noqa: BLE001 - best effort: the lease expires on its own
-        pass

@@ -1,0 +1,69 @@
+"""Two machines meet in a real etcd (one member on loopback, the machines' plans in process): a machine that comes
+later than Train.heartbeat_timeout after the first still meets it, because a lease is renewed from the moment it
+is granted, not only once the launch runs; and a closed view stops following at once."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from helpers.common import free_port
+from helpers.etcd import member_argv
+from paddledist.cluster import LocalAddress, plan
+from paddledist.cluster.etcdlink import Store
+from paddledist.cluster.hello import Hello
+from paddledist.cluster.meeting import meet
+from paddledist.config import load
+
+pytestmark = pytest.mark.multiproc
+
+LISTED = ("10.0.0.1", "10.0.0.2")
+
+
+@pytest.fixture
+def store(tmp_path):
+    client, peer = free_port(), free_port()
+    argv = member_argv("m0", "127.0.0.1", ["127.0.0.1"], str(tmp_path / "data"), client, peer)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        store = Store((f"127.0.0.1:{client}",))
+        store.wait_ready(30, "the test's etcd", "/paddledist/")
+        yield store
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def planned(me: int):
+    local = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", LISTED[me]))
+    cfg = load(None, [f"Train.dist_ips={','.join(LISTED)}", "Train.control_plane=etcd", "Train.job_id=meet",
+                      "Train.heartbeat_interval=0.5", "Train.heartbeat_timeout=2", "Train.peer_timeout=20"])
+    return plan(cfg, local=local, env={})
+
+
+def test_a_machine_later_than_the_lease_ttl_still_meets_the_first(store):
+    met, errors = {}, []
+
+    def arrive(me: int) -> None:
+        try:
+            p = planned(me)
+            met[me] = meet(store, p, Hello.of(p), generation=1)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    first = threading.Thread(target=arrive, args=(0,))
+    first.start()
+    time.sleep(5)  # two and a half lease TTLs: without renewal the first machine's key is gone by now
+    arrive(1)
+    first.join(30)
+    assert not errors, errors
+    assert {k: m.plan.nodes for k, m in met.items()} == {0: LISTED, 1: LISTED}
+    assert [met[k].plan.node_rank for k in (0, 1)] == [0, 1]
+    for m in met.values():  # closing a view ends its watch now, not at the stream's next idle timeout
+        m.view.close()
+        m.view._thread.join(3)
+        assert not m.view._thread.is_alive()
+        m.lease.close()
