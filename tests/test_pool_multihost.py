@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from helpers.netns import netns_hosts  # noqa: F401  (fixture)
-from helpers.elastic import kill_host, list_command
+from helpers.elastic import kill_host, largest_difference, list_command, params, uninterrupted  # noqa: F401
 from helpers.failures import output, pids_in, start, wait_all
 from helpers.heal import EPOCHS, kill_workers, wait_for_text
 
@@ -25,27 +24,9 @@ pytestmark = pytest.mark.multihost
 POOL = ("Train.nnodes=2:3", "Train.max_restarts=1")
 
 
-def params(path: Path) -> dict:
-    import paddle
-
-    return paddle.load(str(path / "latest" / "latest.pdparams"), return_numpy=True)
-
-
-def largest_difference(a: dict, b: dict) -> float:
-    assert sorted(a) == sorted(b)
-    return max(float(abs(a[k] - b[k]).max()) for k in a)
-
-
-def reference_run(hosts, tmp_path: Path, *extra: str) -> dict:
-    """The same config on all three hosts, uninterrupted: the parameters the pool run must reach."""
-    reference = start(hosts, tmp_path, "reference", list_command(hosts.addresses, "Global.output=ref", *extra))
-    assert all(code == 0 for code, _ in wait_all(reference, timeout=400).values()), output(tmp_path, "reference", 0)
-    return params(tmp_path / "host0" / "ref")
-
-
-def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_same_math(netns_hosts, tmp_path):  # noqa: F811,E501
+def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_same_math(netns_hosts, uninterrupted, tmp_path):  # noqa: F811,E501
     hosts = netns_hosts(3)
-    want = reference_run(hosts, tmp_path)
+    want = uninterrupted(hosts, tmp_path)
     procs = start(hosts, tmp_path, "pool", list_command(hosts.addresses, *POOL))
     wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", f"epoch 2/{EPOCHS} iter 10/", procs,
                   timeout=300)
@@ -77,9 +58,9 @@ LONGER = "Train.epochs_iters=8"
 """Room for a loss, a re-formed launch, the lost host's return and a second fault before the end."""
 
 
-def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_job_ends_on_three(netns_hosts, tmp_path):  # noqa: F811,E501
+def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_job_ends_on_three(netns_hosts, uninterrupted, tmp_path):  # noqa: F811,E501
     hosts = netns_hosts(3)
-    want = reference_run(hosts, tmp_path, LONGER)
+    want = uninterrupted(hosts, tmp_path, LONGER)
     argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
     procs = start(hosts, tmp_path, "pool", argv)
     rank0 = tmp_path / "host0" / "out" / "logs" / "train.rank0.log"
@@ -116,12 +97,12 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
         assert difference <= 1e-5, difference
 
 
-def test_the_first_host_run_again_rejoins_as_the_hub_and_rank_0_and_the_job_ends_on_three(netns_hosts, tmp_path):  # noqa: F811,E501
+def test_the_first_host_run_again_rejoins_as_the_hub_and_rank_0_and_the_job_ends_on_three(netns_hosts, uninterrupted, tmp_path):  # noqa: F811,E501
     """The head of the list is lost for good, then its command is run again: it waits in the new hub's lobby, is
     taken in at the next restart (a second fault) and, first of the list again, is the hub and rank 0; its
     results carry the job's restarts, which the hub of the re-formed pool handed it."""
     hosts = netns_hosts(3)
-    want = reference_run(hosts, tmp_path, LONGER)
+    want = uninterrupted(hosts, tmp_path, LONGER)
     argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
     procs = start(hosts, tmp_path, "pool", argv)
     wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", "epoch 2/8 iter 10/", procs, timeout=300)
