@@ -54,6 +54,14 @@ def test_a_member_without_an_etcd_program_is_one_line_naming_the_install(tmp_pat
     assert "\n" not in str(e.value)
 
 
+def test_the_start_line_names_the_jobs_etcd_members(capsys):
+    from paddledist.launch.stage import _print_choices
+
+    _print_choices(planned(4, 3, "Train.port=7000"), {})
+    said = capsys.readouterr().out
+    assert "meeting the other 3 node(s) in the job's etcd 10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000" in said, said
+
+
 def test_the_job_user_exists_only_with_a_secret_and_its_password_follows_from_it():
     assert etcdserver.credentials(None, "a") == Credentials()
     one, again, other = (etcdserver.credentials(s, j) for s, j in ((b"s", "a"), (b"s", "a"), (b"t", "a")))

@@ -8,7 +8,7 @@ import sys
 from typing import Mapping, Optional, Sequence
 
 from paddledist import cluster
-from paddledist.cluster import auth, pool, poolmeet
+from paddledist.cluster import auth, etcdserver, pool, poolmeet
 from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
@@ -197,7 +197,9 @@ def _print_command(plan: cluster.ClusterPlan, argv: Sequence[str], env: Mapping[
 def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:
     names = [n for n in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if n in env]
     chosen = ", ".join(f"{n}={env[n]}" for n in names) or "no socket interface set (unknown)"
-    place = f"in etcd {','.join(plan.etcd)}" if plan.etcd else f"on {plan.nodes[0]}:{plan.port}"
+    place = (f"in etcd {','.join(plan.etcd)}" if plan.etcd else
+             f"in the job's etcd {','.join(etcdserver.endpoints(plan))}" if uses_etcd(plan) else
+             f"on {plan.nodes[0]}:{plan.port}")
     where = (f"meeting the other {plan.nnodes - 1} node(s) {place} "
              f"(up to Train.peer_timeout={plan.peer_timeout}s)" if plan.nnodes > 1 else "one node")
     print(f"paddledist: {chosen}; {where}", file=sys.stdout, flush=True)
