@@ -11,12 +11,10 @@ import time
 import pytest
 
 from helpers.common import free_port
-from helpers.etcd import member_argv
-from paddledist.cluster import LocalAddress, plan
+from helpers.etcd import planned as etcd_plan, start_cluster
 from paddledist.cluster.etcdlink import Store
 from paddledist.cluster.hello import Hello
 from paddledist.cluster.meeting import meet
-from paddledist.config import load
 
 pytestmark = pytest.mark.multiproc
 
@@ -26,22 +24,20 @@ LISTED = ("10.0.0.1", "10.0.0.2")
 @pytest.fixture
 def store(tmp_path):
     client, peer = free_port(), free_port()
-    argv = member_argv("m0", "127.0.0.1", ["127.0.0.1"], str(tmp_path / "data"), client, peer)
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    procs = start_cluster(lambda _, argv, **kw: subprocess.Popen(argv, **kw), ["127.0.0.1"], [0], str(tmp_path),
+                          client, peer)
     try:
         store = Store((f"127.0.0.1:{client}",))
         store.wait_ready(30, "the test's etcd", "/paddledist/")
         yield store
     finally:
-        proc.kill()
-        proc.wait()
+        procs[0].kill()
+        procs[0].wait()
 
 
 def planned(me: int):
-    local = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", LISTED[me]))
-    cfg = load(None, [f"Train.dist_ips={','.join(LISTED)}", "Train.control_plane=etcd", "Train.job_id=meet",
-                      "Train.heartbeat_interval=0.5", "Train.heartbeat_timeout=2", "Train.peer_timeout=20"])
-    return plan(cfg, local=local, env={})
+    return etcd_plan(LISTED, me, "Train.job_id=meet", "Train.heartbeat_interval=0.5", "Train.heartbeat_timeout=2",
+                     "Train.peer_timeout=20")
 
 
 def test_a_machine_later_than_the_lease_ttl_still_meets_the_first(store):

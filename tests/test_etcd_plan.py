@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from paddledist.cluster import LocalAddress, plan
+from helpers.etcd import planned as etcd_plan
 from paddledist.cluster import etcdserver
 from paddledist.cluster.etcdlink import Credentials, parse_endpoints
 from paddledist.config import load
@@ -19,9 +19,7 @@ LISTED = ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5")
 
 
 def planned(count: int, me: int, *extra: str):
-    local = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", LISTED[me]))
-    cfg = load(None, [f"Train.dist_ips={','.join(LISTED[:count])}", "Train.control_plane=etcd", *extra])
-    return plan(cfg, local=local, env={})
+    return etcd_plan(LISTED[:count], me, *extra)
 
 
 @pytest.mark.parametrize("count, members", [(1, 1), (2, 1), (3, 3), (4, 3), (5, 3)])

@@ -78,6 +78,12 @@ def _open_stream(client, body: dict) -> requests.Response:
     return response
 
 
+def _socket(response: Optional[requests.Response]):
+    """The socket under a streaming response (urllib3's connection), or None."""
+    connection = getattr(getattr(response, "raw", None), "connection", None)
+    return getattr(connection, "sock", None)
+
+
 class GenerationView:
     """What etcd holds for one generation, kept current by a watch thread; `wait(test, timeout)` for changes."""
 
@@ -111,7 +117,7 @@ class GenerationView:
         """Stop following at once: the stream's socket is shut (closing the response would wait for the
         watch thread's read to return, up to _STREAM_IDLE_S)."""
         self._closed.set()
-        sock = getattr(getattr(getattr(self._response, "raw", None), "connection", None), "sock", None)
+        sock = _socket(self._response)
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)

@@ -1,8 +1,8 @@
 """Liveness and decisions in etcd for one launch: what the supervising runner asks of the other machines.
 
-Each supervisor keeps its lease alive every Train.heartbeat_interval (TTL Train.heartbeat_timeout). A machine is
-lost when its key goes (its lease expired or was revoked before it said done), seen by every survivor through
-the watch; one verdict key, created by transaction, says why the job stops and which machines were lost, and
+Each supervisor's lease (meeting.Lease, TTL Train.heartbeat_timeout) is renewed every Train.heartbeat_interval.
+A machine is lost when its key goes (its lease expired or was revoked before it said done), seen by every survivor
+through the watch; one verdict key, created by transaction, says why the job stops and which machines were lost, and
 every machine reads that one. A supervisor that cannot renew its lease for Train.heartbeat_timeout is on the
 minority side of a cut: it stops itself, and the others go on without it.
 """
@@ -34,7 +34,7 @@ class EtcdPeers:
         self.preempted: Optional[str] = None
         self._told: set[str] = set()
         self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="paddledist-lease", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="paddledist-liveness", daemon=True)
 
     def start(self) -> "EtcdPeers":
         self._thread.start()

@@ -15,6 +15,16 @@ CLIENT_PORT = 2379
 PEER_PORT = 2380
 
 
+def planned(listed: Sequence[str], me: int, *extra: str):
+    """The ClusterPlan of listed machine `me` for a Train.control_plane=etcd job over `listed` (in process)."""
+    from paddledist.cluster import LocalAddress, plan
+    from paddledist.config import load
+
+    local = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", listed[me]))
+    cfg = load(None, [f"Train.dist_ips={','.join(listed)}", "Train.control_plane=etcd", *extra])
+    return plan(cfg, local=local, env={})
+
+
 def member_argv(name: str, address: str, cluster: Sequence[str], data: str, client_port: int = CLIENT_PORT,
                 peer_port: int = PEER_PORT) -> list[str]:
     """One member of a static cluster of `cluster` (addresses; member i is named m<i>)."""
