@@ -31,7 +31,7 @@ from typing import Optional
 from paddledist.cluster import messages as msg
 from paddledist.cluster.messages import NodeState
 from paddledist.cluster.plan import ClusterPlan
-from paddledist.cluster.wire import LineSocket, Waker, encode
+from paddledist.cluster.wire import LineSocket, Waker, close_gracefully, encode
 
 _TICK_S = 0.1
 """How often silence is judged and waiting callers look again."""
@@ -136,7 +136,8 @@ class Peers:
         return self.verdict
 
     def close(self, drain_s: float = 1.0) -> None:
-        """Send what is queued (up to `drain_s`), stop the heartbeat thread and close the connections."""
+        """Send what is queued (up to `drain_s`), stop the heartbeat thread and close the connections (waiting
+        up to `drain_s` more for the peers to close theirs, so that the last message is read)."""
         deadline = time.monotonic() + drain_s
         while self._thread.is_alive() and self._writing and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -146,7 +147,7 @@ class Peers:
             self._thread.join(timeout=2)
         for link in self.links.values():
             link.flush()
-            link.close()
+        close_gracefully(list(self.links.values()), max(drain_s, 0.0))
         if self._selector is not None:
             self._selector.close()
         self._waker.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import select
 import socket
 import time
 from typing import Optional
@@ -136,6 +137,34 @@ class LineSocket:
             self.sock.close()
         except OSError:
             pass
+
+
+def close_gracefully(links: list[LineSocket], wait_s: float) -> None:
+    """Close `links` without losing what was last sent: closing a socket with unread bytes (a peer's
+    heartbeat) sends a reset, which makes the peer's kernel drop our last message (a stop) unread. So: end
+    the sending side, discard what arrives until each peer closes too or `wait_s` passes, then close."""
+    open_ = []
+    for link in links:
+        try:
+            link.sock.shutdown(socket.SHUT_WR)
+            link.sock.setblocking(False)
+            open_.append(link)
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while open_ and time.monotonic() < deadline:
+        readable, _, _ = select.select([link.sock for link in open_], [], [], deadline - time.monotonic())
+        for link in [link for link in open_ if link.sock in readable]:
+            try:
+                if link.sock.recv(65536):
+                    continue
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                pass
+            open_.remove(link)
+    for link in links:
+        link.close()
 
 
 def connect_from(source: str, target: tuple[str, int], timeout: float) -> socket.socket:
