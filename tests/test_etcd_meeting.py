@@ -1,9 +1,11 @@
 """Two machines meet in a real etcd (one member on loopback, the machines' plans in process): a machine that comes
 later than Train.heartbeat_timeout after the first still meets it, because a lease is renewed from the moment it
-is granted, not only once the launch runs; and a closed view stops following at once."""
+is granted, not only once the launch runs; a closed view stops following at once; and a fixed list that lost a
+machine waits for it at the restart rather than going on without it."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import threading
 import time
@@ -12,9 +14,11 @@ import pytest
 
 from helpers.common import free_port
 from helpers.etcd import planned as etcd_plan, start_cluster
+from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.cluster.etcdlink import Store
 from paddledist.cluster.hello import Hello
 from paddledist.cluster.meeting import meet
+from paddledist.errors import UserError
 
 pytestmark = pytest.mark.multiproc
 
@@ -63,3 +67,28 @@ def test_a_machine_later_than_the_lease_ttl_still_meets_the_first(store):
         m.view._thread.join(3)
         assert not m.view._thread.is_alive()
         m.lease.close()
+
+
+def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
+    """Train.dist_ips without MIN:MAX is a fixed world: after node 1's loss node 0 waits for it and names it,
+    where a pool would re-form without it (the chaos run on etcd once finished on two of three machines)."""
+    plans = [dataclasses.replace(planned(me), etcd=store.endpoints, peer_timeout=4) for me in (0, 1)]
+    jobs = [EtcdJob(p, None, "").__enter__() for p in plans]
+    peers: dict = {}
+    meeting = [threading.Thread(target=lambda k=k: peers.update({k: jobs[k].meet(plans[k], None)})) for k in (0, 1)]
+    for t in meeting:
+        t.start()
+    for t in meeting:
+        t.join(30)
+    assert set(peers) == {0, 1}, "the first launch did not meet"
+    first = peers[0].start()
+    peers[1].close()  # node 1's supervisor ends: its lease is revoked, its key goes
+    deadline = time.monotonic() + 10
+    while first.check() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert first.lost == ("10.0.0.2",), first.verdict
+    jobs[0].note_end(first)
+    first.close()
+    plan, _ = jobs[0].next_plan(plans[0])
+    with pytest.raises(UserError, match=r"node 1 \(10\.0\.0\.2\) did not join"):
+        jobs[0].meet(plan, None)

@@ -107,9 +107,12 @@ class EtcdJob:
         return plan, line
 
     def _expected(self, plan: ClusterPlan) -> tuple:
-        """Whom the next meeting waits for: the list (or, in etcd's own count, the last launch's machines)
-        without the ones the last verdict named as lost."""
-        listed = (plan.pool or plan.nodes) if plan.agreed else self.previous
+        """Whom the next meeting waits for: a fixed list, all of it (a lost machine is waited for, as without
+        etcd); a pool's list, or with Train.nnodes MIN:MAX the last launch's machines, without the ones the last
+        verdict named as lost; a fixed count (): Train.nnodes machines."""
+        if plan.agreed and not plan.pool:
+            return plan.nodes
+        listed = plan.pool if plan.agreed else (self.previous if plan.min_nodes else ())
         return tuple(a for a in listed if a not in self.lost)
 
     def _wait_while_running(self, plan: ClusterPlan) -> None:

@@ -120,7 +120,8 @@ def _await_plan(store: Store, view: GenerationView, plan: ClusterPlan, prefix: s
 def _complete(view: GenerationView, plan: ClusterPlan, expected: tuple) -> bool:
     if plan.agreed:
         return all(address in view.nodes for address in expected)
-    again = bool(expected) and all(a in view.nodes for a in expected) and len(view.nodes) >= plan.min_nodes
+    again = (bool(plan.min_nodes and expected) and all(a in view.nodes for a in expected)
+             and len(view.nodes) >= plan.min_nodes)
     return again or len(view.nodes) >= plan.nnodes
 
 
