@@ -1,11 +1,14 @@
 """Two machines meet in a real etcd (one member on loopback, the machines' plans in process): a machine that comes
 later than Train.heartbeat_timeout after the first still meets it, because a lease is renewed from the moment it
-is granted, not only once the launch runs; a closed view stops following at once; and a fixed list that lost a
-machine waits for it at the restart rather than going on without it."""
+is granted, not only once the launch runs; a closed view stops following at once; a fixed list that lost a
+machine waits for it at the restart rather than going on without it; and node 0's launcher port in use stops
+every machine with one line before anything is launched."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 import subprocess
 import threading
 import time
@@ -92,3 +95,38 @@ def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
     plan, _ = jobs[0].next_plan(plans[0])
     with pytest.raises(UserError, match=r"node 1 \(10\.0\.0\.2\) did not join"):
         jobs[0].meet(plan, None)
+
+
+def meet_all(store, plans: list) -> dict:
+    """Each plan's machine meets (EtcdJob.meet, in threads): {node: its EtcdPeers, or the exception it raised}."""
+    jobs = [EtcdJob(p, None, "").__enter__() for p in plans]
+    got: dict = {}
+
+    def one(k: int) -> None:
+        try:
+            got[k] = jobs[k].meet(plans[k], None)
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            got[k] = e
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(plans))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return got
+
+
+def test_node_0s_launcher_port_in_use_stops_every_machine_naming_it(store):
+    holder = socket.socket()
+    holder.bind(("", 0))
+    holder.listen()
+    store_port = holder.getsockname()[1]  # Train.port + 1: paddle's TCP store on node 0
+    plans = [dataclasses.replace(planned(me), etcd=store.endpoints, port=store_port - 1) for me in (0, 1)]
+    try:
+        got = meet_all(store, plans)
+    finally:
+        holder.close()
+    for k in (0, 1):
+        assert isinstance(got[k], UserError), got[k]
+        assert str(got[k]).startswith(f"port {store_port} (Train.port + 1) on node 0 (10.0.0.1) is in use, held "
+                                      f"by pid {os.getpid()} "), got[k]

@@ -9,10 +9,11 @@ without it registers for the next generation and is taken in at the pool's next 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Optional
 
-from paddledist.cluster import etcdserver
+from paddledist.cluster import etcdserver, ports
 from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store
 from paddledist.cluster.hello import Hello
 from paddledist.cluster.jobkeys import GenerationView
@@ -83,7 +84,9 @@ class EtcdJob:
             if self.server is not None:
                 self.server.check_alive()
             self.generation += 1
-            met = meet(self.store, plan, hello, self.generation, self._expected(plan))
+            busy = ports.in_use(*plan.launcher_port, f"node 0 ({plan.host})") or ""
+            met = meet(self.store, plan, dataclasses.replace(hello, busy=busy), self.generation,
+                       self._expected(plan))
             if met is not None:
                 return EtcdPeers(self.store, met)
             print(f"paddledist: generation {self.generation} formed without this machine; it joins the next "

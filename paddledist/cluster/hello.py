@@ -35,6 +35,8 @@ class Hello:
     nproc: int
     facts: dict
     """The fingerprint (fingerprint.py): versions, config and dataset digests."""
+    busy: str = ""
+    """In etcd: why this machine could not be node 0 (its launcher's port in use), "" when it can."""
 
     @classmethod
     def of(cls, plan: ClusterPlan, facts: Optional[dict] = None) -> "Hello":
@@ -66,7 +68,8 @@ class Hello:
 
 
 _KINDS = {"job": str, "nodes": list, "node": int, "names": list, "address": str, "rank": (int, type(None)),
-          "agreed": bool, "style": str, "master_port": int, "origin": str, "kind": str, "nproc": int, "facts": dict}
+          "agreed": bool, "style": str, "master_port": int, "origin": str, "kind": str, "nproc": int, "facts": dict,
+          "busy": str}
 
 
 def _as_tuple(kind) -> tuple:

@@ -91,6 +91,8 @@ class GenerationView:
         self.store, self.prefix, self.on_change = store, prefix, on_change
         self.nodes: dict[str, dict] = {}
         """address -> hello, for every registered supervisor whose key is still there."""
+        self.hellos: dict[str, dict] = {}
+        """address -> hello, for every supervisor that registered in this generation, its key gone or not."""
         self.leases: dict[str, int] = {}
         self.gone: list[str] = []
         """Addresses whose key was deleted (a lease expired or revoked), in the order etcd saw it."""
@@ -180,7 +182,8 @@ class GenerationView:
                 if self.nodes.pop(address, None) is not None:
                     self.gone.append(address)
             elif isinstance(value, dict):
-                self.nodes[address], self.leases[address] = value, lease
+                self.nodes[address] = self.hellos[address] = value
+                self.leases[address] = lease
         elif name.startswith("done/") and not deleted:
             self.done.add(name[len("done/"):])
         elif name in ("plan", "verdict", "preempt") and isinstance(value, dict):

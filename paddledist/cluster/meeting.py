@@ -149,10 +149,13 @@ def _placed(plan: ClusterPlan, nodes: tuple) -> ClusterPlan:
 
 
 def _check_agreement(view: GenerationView, placed: ClusterPlan) -> None:
-    """Every machine of the plan against its first, the same check on every machine: one verdict for all."""
+    """Every machine of the plan against its first, and the first's launcher port free, the same check on every
+    machine: one verdict for all."""
     with view._changed:
-        hellos = {a: Hello.from_wire(view.nodes.get(a) or {}) for a in placed.nodes}
+        hellos = {a: Hello.from_wire(view.hellos.get(a) or {}) for a in placed.nodes}  # one gone already too
     first = hellos[placed.nodes[0]]
+    if first is not None and first.busy:  # node 0 cannot host paddle's launcher port: nobody launches
+        raise UserError(first.busy)
     for k, address in enumerate(placed.nodes[1:], start=1):
         theirs = hellos[address]
         problem = ("its hello is not this version's" if theirs is None or first is None

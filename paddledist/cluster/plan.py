@@ -91,6 +91,12 @@ class ClusterPlan:
         first = self.node_rank * self.nproc_per_node
         return range(first, first + self.nproc_per_node)
 
+    @property
+    def launcher_port(self) -> tuple[int, str]:
+        """The port node 0's paddle launcher listens on (its TCP store, or paddle's --master), and its name."""
+        return ((self.master_port, "paddle's --master port") if self.style == "master"
+                else (self.port + 1, "Train.port + 1"))
+
     def who(self, node: Optional[int] = None) -> str:
         """"node N (address)", the way every message names a machine; this one's without `node`."""
         node = self.node_rank if node is None else node

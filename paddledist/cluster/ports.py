@@ -5,6 +5,7 @@ invisible; the message then says so.
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Optional
 
@@ -46,3 +47,14 @@ def describe_holders(port: int) -> str:
     if not found:
         return "held by a process this user cannot see (another user or container)"
     return "held by " + ", ".join(f"pid {pid} ({cmd})" for pid, cmd in found)
+
+
+def in_use(port: int, what: str, where: str) -> Optional[str]:
+    """The one-line refusal when this machine cannot listen on `port` (`what` it is for, `where` names the
+    machine), or None when it can."""
+    error = bind_error(port)
+    if error is None:
+        return None
+    held = describe_holders(port) if error.errno == errno.EADDRINUSE else error.strerror
+    return (f"port {port} ({what}) on {where} is in use, {held}; stop that process or choose another "
+            "-o Train.port=... (the same on every machine)")

@@ -60,14 +60,10 @@ def hello(plan: ClusterPlan, facts: Optional[dict] = None) -> Hello:
 def check_ports_free(plan: ClusterPlan) -> None:
     """Node 0 serves the preflight on Train.port, and rank 0 paddle's TCP store on Train.port + 1 (ips style) or
     its launcher paddle's master on the master port (master style)."""
-    second = ((plan.master_port, "paddle's --master port") if plan.style == "master"
-              else (plan.port + 1, "Train.port + 1"))
-    for port, what in ((plan.port, "Train.port"), second):
-        error = ports.bind_error(port)
-        if error is not None:
-            held = ports.describe_holders(port) if error.errno == errno.EADDRINUSE else error.strerror
-            raise UserError(f"port {port} ({what}) on node 0 ({plan.host}) is in use, {held}; stop that process "
-                            "or choose another -o Train.port=... (the same on every machine)")
+    for port, what in ((plan.port, "Train.port"), plan.launcher_port):
+        problem = ports.in_use(port, what, f"node 0 ({plan.host})")
+        if problem:
+            raise UserError(problem)
 
 
 def _check_ports_or_refuse(plan: ClusterPlan) -> None:
