@@ -2,7 +2,8 @@
 later than Train.heartbeat_timeout after the first still meets it, because a lease is renewed from the moment it
 is granted, not only once the launch runs; a closed view stops following at once; a fixed list that lost a
 machine waits for it at the restart rather than going on without it; and node 0's launcher port in use stops
-every machine with one line before anything is launched."""
+every machine with one line before anything is launched; a machine whose ranks failed on their own is named
+by the others as stopped, as with the builtin control plane."""
 
 from __future__ import annotations
 
@@ -130,3 +131,21 @@ def test_node_0s_launcher_port_in_use_stops_every_machine_naming_it(store):
         assert isinstance(got[k], UserError), got[k]
         assert str(got[k]).startswith(f"port {store_port} (Train.port + 1) on node 0 (10.0.0.1) is in use, held "
                                       f"by pid {os.getpid()} "), got[k]
+
+
+def test_a_machine_whose_ranks_failed_is_named_stopped_by_the_others(store):
+    plans = [dataclasses.replace(planned(me), etcd=store.endpoints) for me in (0, 1)]
+    peers = meet_all(store, plans)
+    try:
+        for p in peers.values():
+            p.start()
+        peers[1].tell("rank 1 failed with exit code -9")
+        deadline = time.monotonic() + 10
+        while peers[0].check() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert peers[0].check() == "node 1 (10.0.0.2) stopped: rank 1 failed with exit code -9"
+        assert peers[0].lost == ()
+        assert peers[1].check() is None  # its own cause is no verdict to it
+    finally:
+        for p in peers.values():
+            p.close()

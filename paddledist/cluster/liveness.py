@@ -55,8 +55,10 @@ class EtcdPeers:
         return self.verdict
 
     def tell(self, reason: str) -> None:
+        """This machine's ranks failed on their own: the others stop, naming it (this one knows its cause)."""
         self._told.add(reason)
-        self._record({"reason": reason, "lost": [], "by": self.plan.host})
+        self._quietly(lambda: create(self.store, self.met.prefix + "verdict", {
+            "reason": f"{self.plan.who()} stopped: {reason}", "lost": [], "by": self.plan.host, "told": True}))
 
     def preempt(self, why: str) -> None:
         self.preempted = self.preempted or f"{self.plan.who()}: {why}"
@@ -104,8 +106,10 @@ class EtcdPeers:
             recorded, gone, done, preempt = view.verdict, list(view.gone), set(view.done), view.preempt
         if preempt and not self.preempted:
             self.preempted = preempt.get("where", "another machine")
-        if recorded and self.verdict is None:
-            self.verdict, self.lost = str(recorded.get("reason")), tuple(recorded.get("lost") or ())
+        if recorded:  # one verdict per launch; this machine's own told cause is no news to it
+            own = recorded.get("told") is True and recorded.get("by") == self.plan.host
+            if self.verdict is None and not own:
+                self.verdict, self.lost = str(recorded.get("reason")), tuple(recorded.get("lost") or ())
             return
         lost = [a for a in gone if a in self.plan.nodes and a not in done and a != self.plan.host]
         if lost and self.verdict is None:
