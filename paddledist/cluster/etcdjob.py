@@ -10,7 +10,6 @@ without it registers for the next generation and is taken in at the pool's next 
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Optional
 
 from paddledist.cluster import etcdserver, ports
@@ -26,13 +25,13 @@ from paddledist.errors import UserError
 class EtcdJob:
     """Context: the job's etcd is reachable (started here when this machine runs a member) until the run ends."""
 
-    def __init__(self, plan: ClusterPlan, secret: Optional[bytes], log_dir: str) -> None:
+    def __init__(self, plan: ClusterPlan, secret: Optional[bytes]) -> None:
         self.plan, self.secret = plan, secret
         self.server = None
         if plan.etcd:
             self.store = Store(plan.etcd, Credentials.from_env())
         else:
-            self.server = etcdserver.EmbeddedEtcd(plan, secret, os.path.join(log_dir, f"etcd.{plan.host}.log"))
+            self.server = etcdserver.EmbeddedEtcd(plan, secret)
             self.store = Store(etcdserver.endpoints(plan), etcdserver.credentials(secret, plan.job_id))
         self.generation = 0
         self.lost: tuple = ()

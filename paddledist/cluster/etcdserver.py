@@ -55,10 +55,13 @@ def prefix(job_id: str) -> str:
 class EmbeddedEtcd:
     """A context: this machine's member of the job's etcd (if it is one of `members`), started and stopped."""
 
-    def __init__(self, plan: ClusterPlan, secret: Optional[bytes], log_path: str) -> None:
-        self.plan, self.secret, self.log_path = plan, secret, log_path
+    def __init__(self, plan: ClusterPlan, secret: Optional[bytes]) -> None:
+        self.plan, self.secret = plan, secret
         self.proc: Optional[subprocess.Popen] = None
         self.data = os.path.join(_home(), "etcd", _safe(plan.job_id), _safe(plan.host))  # a shared home holds all
+        self.log_path = self.data + ".log"
+        """The member's log, beside its data and kept after it (never in Global.output: a job refused before
+        launch writes nothing there)."""
 
     def __enter__(self) -> "EmbeddedEtcd":
         if self.plan.host in members(self.plan):

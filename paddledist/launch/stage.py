@@ -69,7 +69,7 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
         print(auth.HINT, flush=True)
     restarts: list[dict] = []
     if uses_etcd(plan):
-        with EtcdJob(plan, plan.secret, log_dir(cfg, plan)) as etcd, Control() as control:
+        with EtcdJob(plan, plan.secret) as etcd, Control() as control:
             return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts, etcd)
     if pool.is_pool(plan):  # a pool already running without this machine takes it in at its next restart
         plan, restarts = poolmeet.rejoin(plan)
