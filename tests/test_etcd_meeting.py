@@ -3,7 +3,8 @@ later than Train.heartbeat_timeout after the first still meets it, because a lea
 is granted, not only once the launch runs; a closed view stops following at once; a fixed list that lost a
 machine waits for it at the restart rather than going on without it; and node 0's launcher port in use stops
 every machine with one line before anything is launched; a machine whose ranks failed on their own is named
-by the others as stopped, as with the builtin control plane."""
+by the others as stopped, as with the builtin control plane; and the job's own etcd forms again after a run
+whose member on one machine was killed, leaving its data behind."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+from typing import Optional
 
 import pytest
 
@@ -149,3 +151,55 @@ def test_a_machine_whose_ranks_failed_is_named_stopped_by_the_others(store):
     finally:
         for p in peers.values():
             p.close()
+
+
+def entered(plans: list, first: Optional[int] = None) -> list:
+    """Each machine's EtcdJob entered (its member of the job's own etcd started, etcd reached), in threads;
+    machine `first` 5 s before the others."""
+    jobs: list = [None] * len(plans)
+    errors: list = []
+
+    def one(k: int) -> None:
+        try:
+            jobs[k] = EtcdJob(plans[k], None).__enter__()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(plans))]
+    for k, t in enumerate(threads):
+        if k == first:
+            t.start()
+            time.sleep(5)  # its member is up (the old code: on the stale data) when the others bootstrap
+    for t in threads:
+        if not t.is_alive() and t.ident is None:
+            t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return jobs
+
+
+def test_the_jobs_etcd_forms_again_after_a_run_whose_member_was_killed(tmp_path, monkeypatch):
+    """Members on 127.0.0.1-3: two end cleanly, the third is killed (its data stays, as under SIGKILL). The
+    next run on the same machines and job id forms a new etcd: the stale member does not start on its data
+    (the others' bootstrap failed with "member ... has already been bootstrapped")."""
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
+    listed, port = ("127.0.0.1", "127.0.0.2", "127.0.0.3"), free_port()
+    plans = [dataclasses.replace(etcd_plan(("10.0.0.1", "10.0.0.2", "10.0.0.3"), me, f"Train.port={port}",
+                                           "Train.job_id=again", "Train.peer_timeout=30"), nodes=listed)
+             for me in range(3)]  # a list of loopback addresses is refused as config: placed on them here
+    first = entered(plans)
+    create_key = first[0].store.call(lambda c: c.post(c.get_url("/kv/put"), json={"key": "YQ==", "value": "MQ=="}))
+    assert create_key
+    first[2].server.proc.kill()
+    first[2].server.proc.wait()
+    for job in first[:2]:
+        job.__exit__()
+    assert (tmp_path / "etcd" / "again" / "127.0.0.3").is_dir()  # the killed member's data
+    again = entered(plans, first=2)
+    try:
+        answer = again[1].store.call(lambda c: c.post(c.get_url("/kv/range"), json={"key": "YQ=="}))
+        assert "kvs" not in answer  # a new cluster: the stale job's key is gone
+    finally:
+        for job in again:
+            job.__exit__()

