@@ -203,3 +203,32 @@ def test_the_jobs_etcd_forms_again_after_a_run_whose_member_was_killed(tmp_path,
     finally:
         for job in again:
             job.__exit__()
+
+
+def test_with_two_machines_the_only_member_stays_until_the_other_machine_left(tmp_path, monkeypatch):
+    """Two machines, one member (node 0's). Node 0 leaving (refused at the meeting, failed, done) keeps its
+    member up while node 1 still holds its key in the generation, so that node 1 reads the plan or verdict
+    and leaves with the same line (it waited out Train.peer_timeout for an etcd gone with node 0)."""
+    monkeypatch.setenv("PADDLEDIST_HOME", str(tmp_path))
+    port = free_port()
+    plans = [dataclasses.replace(etcd_plan(("10.0.0.1", "10.0.0.2"), me, f"Train.port={port}",
+                                           "Train.job_id=linger", "Train.peer_timeout=30",
+                                           "Train.heartbeat_timeout=20"), nodes=("127.0.0.1", "127.0.0.2"))
+             for me in (0, 1)]
+    jobs = entered(plans)
+    peers: dict = {}
+    meeting = [threading.Thread(target=lambda k=k: peers.update({k: jobs[k].meet(plans[k], None)})) for k in (0, 1)]
+    for t in meeting:
+        t.start()
+    for t in meeting:
+        t.join(30)
+    peers[0].close()
+    leaving = threading.Thread(target=jobs[0].__exit__)
+    leaving.start()
+    leaving.join(2)
+    assert leaving.is_alive() and jobs[0].server.proc.poll() is None  # node 1 is still in the generation
+    peers[1].close()
+    start = time.monotonic()
+    leaving.join(10)
+    assert not leaving.is_alive() and time.monotonic() - start < 3
+    jobs[1].__exit__()

@@ -10,12 +10,13 @@ without it registers for the next generation and is taken in at the pool's next 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Optional
 
 from paddledist.cluster import etcdserver, ports
-from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store
+from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store, etcd_errors
 from paddledist.cluster.hello import Hello
-from paddledist.cluster.jobkeys import GenerationView
+from paddledist.cluster.jobkeys import GenerationView, read_prefix
 from paddledist.cluster.liveness import EtcdPeers
 from paddledist.cluster.meeting import current_generation, job_prefix, meet
 from paddledist.cluster.plan import ClusterPlan
@@ -49,7 +50,23 @@ class EtcdJob:
 
     def __exit__(self, *exc) -> None:
         if self.server is not None:
+            if self.server.proc is not None:
+                self._linger()
             self.server.__exit__()
+
+    def _linger(self) -> None:
+        """A member leaving waits (up to Train.heartbeat_timeout) for the other machines to leave its last
+        generation, so they still read the plan or verdict from it (with two machines it is the only member)."""
+        others = f"{job_prefix(self.plan.job_id)}g{self.generation}/node/"
+        deadline = time.monotonic() + self.plan.heartbeat_timeout
+        while time.monotonic() < deadline:
+            try:
+                _, found = read_prefix(self.store, others)
+            except (EtcdUnavailable, etcd_errors()):
+                return
+            if all(key.endswith("/" + self.plan.host) for key in found):
+                return
+            time.sleep(0.2)
 
     def where(self) -> str:
         return f"etcd {self.store.shown()}" if self.plan.etcd else f"the job's etcd {self.store.shown()}"
