@@ -80,13 +80,8 @@ def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
     where a pool would re-form without it (the chaos run on etcd once finished on two of three machines)."""
     plans = [dataclasses.replace(planned(me), etcd=store.endpoints, peer_timeout=4) for me in (0, 1)]
     jobs = [EtcdJob(p, None).__enter__() for p in plans]
-    peers: dict = {}
-    meeting = [threading.Thread(target=lambda k=k: peers.update({k: jobs[k].meet(plans[k], None)})) for k in (0, 1)]
-    for t in meeting:
-        t.start()
-    for t in meeting:
-        t.join(30)
-    assert set(peers) == {0, 1}, "the first launch did not meet"
+    peers = meet_jobs(jobs, plans)
+    assert not any(isinstance(p, Exception) for p in peers.values()), peers
     first = peers[0].start()
     peers[1].close()  # node 1's supervisor ends: its lease is revoked, its key goes
     deadline = time.monotonic() + 10
@@ -102,7 +97,11 @@ def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
 
 def meet_all(store, plans: list) -> dict:
     """Each plan's machine meets (EtcdJob.meet, in threads): {node: its EtcdPeers, or the exception it raised}."""
-    jobs = [EtcdJob(p, None).__enter__() for p in plans]
+    return meet_jobs([EtcdJob(p, None).__enter__() for p in plans], plans)
+
+
+def meet_jobs(jobs: list, plans: list) -> dict:
+    """meet_all with the machines' EtcdJobs already entered."""
     got: dict = {}
 
     def one(k: int) -> None:
@@ -216,12 +215,8 @@ def test_with_two_machines_the_only_member_stays_until_the_other_machine_left(tm
                                            "Train.heartbeat_timeout=20"), nodes=("127.0.0.1", "127.0.0.2"))
              for me in (0, 1)]
     jobs = entered(plans)
-    peers: dict = {}
-    meeting = [threading.Thread(target=lambda k=k: peers.update({k: jobs[k].meet(plans[k], None)})) for k in (0, 1)]
-    for t in meeting:
-        t.start()
-    for t in meeting:
-        t.join(30)
+    peers = meet_jobs(jobs, plans)
+    assert not any(isinstance(p, Exception) for p in peers.values()), peers
     peers[0].close()
     leaving = threading.Thread(target=jobs[0].__exit__)
     leaving.start()

@@ -58,10 +58,11 @@ class EtcdJob:
         """A member leaving waits (up to Train.heartbeat_timeout) for the other machines to leave its last
         generation, so they still read the plan or verdict from it (with two machines it is the only member)."""
         others = f"{job_prefix(self.plan.job_id)}g{self.generation}/node/"
+        quick = Store(self.store.endpoints, self.store.creds, timeout_s=1.0)  # cut off: no quorum, leave now
         deadline = time.monotonic() + self.plan.heartbeat_timeout
         while time.monotonic() < deadline:
             try:
-                _, found = read_prefix(self.store, others)
+                _, found = read_prefix(quick, others)
             except (EtcdUnavailable, etcd_errors()):
                 return
             if all(key.endswith("/" + self.plan.host) for key in found):
