@@ -23,6 +23,7 @@ from helpers.etcd import planned as etcd_plan, start_cluster
 from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.cluster.etcdlink import Store
 from paddledist.cluster.hello import Hello
+from paddledist.cluster.jobkeys import put, read_prefix
 from paddledist.cluster.meeting import meet
 from paddledist.errors import UserError
 
@@ -75,6 +76,14 @@ def test_a_machine_later_than_the_lease_ttl_still_meets_the_first(store):
         m.lease.close()
 
 
+def verdict(peers, timeout_s: float = 10.0) -> Optional[str]:
+    """peers.check() once it gives a verdict, or None after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while peers.check() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return peers.check()
+
+
 def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
     """Train.dist_ips without MIN:MAX is a fixed world: after node 1's loss node 0 waits for it and names it,
     where a pool would re-form without it (the chaos run on etcd once finished on two of three machines)."""
@@ -84,9 +93,7 @@ def test_a_fixed_list_restarts_only_with_the_machine_it_lost(store):
     assert not any(isinstance(p, Exception) for p in peers.values()), peers
     first = peers[0].start()
     peers[1].close()  # node 1's supervisor ends: its lease is revoked, its key goes
-    deadline = time.monotonic() + 10
-    while first.check() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    verdict(first)
     assert first.lost == ("10.0.0.2",), first.verdict
     jobs[0].note_end(first)
     first.close()
@@ -141,10 +148,7 @@ def test_a_machine_whose_ranks_failed_is_named_stopped_by_the_others(store):
         for p in peers.values():
             p.start()
         peers[1].tell("rank 1 failed with exit code -9")
-        deadline = time.monotonic() + 10
-        while peers[0].check() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert peers[0].check() == "node 1 (10.0.0.2) stopped: rank 1 failed with exit code -9"
+        assert verdict(peers[0]) == "node 1 (10.0.0.2) stopped: rank 1 failed with exit code -9"
         assert peers[0].lost == ()
         assert peers[1].check() is None  # its own cause is no verdict to it
     finally:
@@ -165,12 +169,11 @@ def entered(plans: list, first: Optional[int] = None) -> list:
             errors.append(e)
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(plans))]
-    for k, t in enumerate(threads):
-        if k == first:
-            t.start()
-            time.sleep(5)  # its member is up (the old code: on the stale data) when the others bootstrap
+    if first is not None:
+        threads[first].start()
+        time.sleep(5)  # its member is up (the old code: on the stale data) when the others bootstrap
     for t in threads:
-        if not t.is_alive() and t.ident is None:
+        if t.ident is None:
             t.start()
     for t in threads:
         t.join(60)
@@ -188,8 +191,7 @@ def test_the_jobs_etcd_forms_again_after_a_run_whose_member_was_killed(tmp_path,
                                            "Train.job_id=again", "Train.peer_timeout=30"), nodes=listed)
              for me in range(3)]  # a list of loopback addresses is refused as config: placed on them here
     first = entered(plans)
-    create_key = first[0].store.call(lambda c: c.post(c.get_url("/kv/put"), json={"key": "YQ==", "value": "MQ=="}))
-    assert create_key
+    put(first[0].store, "/paddledist/again/stale", {"from": "the first run"})
     first[2].server.proc.kill()
     first[2].server.proc.wait()
     for job in first[:2]:
@@ -197,8 +199,7 @@ def test_the_jobs_etcd_forms_again_after_a_run_whose_member_was_killed(tmp_path,
     assert (tmp_path / "etcd" / "again" / "127.0.0.3").is_dir()  # the killed member's data
     again = entered(plans, first=2)
     try:
-        answer = again[1].store.call(lambda c: c.post(c.get_url("/kv/range"), json={"key": "YQ=="}))
-        assert "kvs" not in answer  # a new cluster: the stale job's key is gone
+        assert read_prefix(again[1].store, "/paddledist/again/stale")[1] == {}  # a new cluster: the key is gone
     finally:
         for job in again:
             job.__exit__()
