@@ -1,15 +1,14 @@
-"""cluster: Train.dist_ips validation, local address discovery, finding this node, preflight rendezvous."""
+"""cluster: Train.dist_ips validation, local address discovery, finding this node, the meeting in etcd."""
 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
 import pytest
 from helpers.common import HOLDER_MARK, free_port
 
-from paddledist.cluster import ClusterPlan, LocalAddress, local_addresses, plan, preflight, validate_dist_ips
+from paddledist.cluster import ClusterPlan, LocalAddress, local_addresses, plan, validate_dist_ips
 from paddledist.cluster import interfaces
 from paddledist.config import DeviceSpec, load
 from paddledist.errors import UserError
@@ -140,66 +139,38 @@ def test_invalid_list_is_rejected_before_matching():
         plan(cfg("Train.dist_ips=10.0.0.2,10.0.0.2"), local=LAN, env={})
 
 
-# --- preflight: every node meets node 0, bounded in time --------------------------------------------------
+# --- the meeting in etcd: every node meets the others, bounded in time ------------------------------------------
 
 def node(rank: int, port: int, nproc: int = 1, timeout: int = 10, nodes=("127.0.0.1", "127.0.0.2")) -> ClusterPlan:
     """127.0.0.0/8 all answers on lo, so two loopback addresses stand in for two machines."""
     return ClusterPlan(nodes=tuple(nodes), node_rank=rank, ifname="lo", device=DeviceSpec("cpu", tuple(range(nproc))),
-                       port=port, job_id="t", peer_timeout=timeout, source="test")
-
-
-@pytest.mark.unit
-def test_preflight_passes_when_every_node_joins():
-    port = free_port()
-    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-    assert run_nodes(*(node(r, port, nodes=nodes) for r in (2, 0, 1))) == [None, None, None]
-
-
-@pytest.mark.unit
-def test_preflight_names_the_missing_node_on_node_0_and_on_those_that_came():
-    port = free_port()
-    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-    results = run_nodes(node(0, port, timeout=1, nodes=nodes), node(1, port, timeout=1, nodes=nodes))
-    assert "node 2 (127.0.0.3) did not join within Train.peer_timeout=1s" in results[0]
-    assert results[1].startswith("node 0 (127.0.0.1) reports: node 2 (127.0.0.3) did not join")
-
-
-@pytest.mark.unit
-def test_preflight_names_node_0_when_it_never_answers():
-    message = run_nodes(node(1, free_port(), timeout=1))[0]
-    assert "node 0 (127.0.0.1) did not answer on port" in message and "Train.peer_timeout=1s" in message
-
-
-@pytest.mark.unit
-def test_preflight_rejects_a_node_with_another_device_layout():
-    port = free_port()
-    results = run_nodes(node(0, port, nproc=2), node(1, port, nproc=1))
-    assert "node 1 (127.0.0.2) has number of processes per machine (Global.device ids) 1, node 0 has 2" in results[0]
-    assert results[1].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes")
-
-
-@pytest.mark.unit
-def test_preflight_fails_fast_when_the_store_port_is_taken():
-    """Node 0 refuses at once; it only stays to tell joining nodes why until Train.peer_timeout (1 s here)."""
-    port = free_port()
-    with socket.socket() as busy:
-        busy.bind(("", port + 1))
-        busy.listen()
-        started = time.monotonic()
-        with pytest.raises(UserError, match=rf"port {port + 1} \(Train.port \+ 1\) on node 0"):
-            preflight(node(0, port, timeout=1))
-        assert time.monotonic() - started < 3
+                       port=port, job_id="t", peer_timeout=timeout, source="test", heartbeat_interval=0.5,
+                       heartbeat_timeout=3)
 
 
 @pytest.mark.multiproc
-def test_preflight_is_a_no_op_for_one_node(busy_port):
-    """One machine: no peers to meet and no port of its own to check, so even a held Train.port is fine."""
-    port, _ = busy_port
-    plan = ClusterPlan(("127.0.0.1",), 0, "lo", DeviceSpec("cpu", (0, 1)), port, "t", 1, "test")
-    started = time.monotonic()
-    assert preflight(plan) is None and time.monotonic() - started < 1
-    with pytest.raises(UserError, match="is in use"):  # the same held port does stop a two-node job's node 0
-        preflight(node(0, port))
+def test_the_meeting_passes_when_every_node_joins(etcd_endpoint):
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    assert run_nodes(etcd_endpoint, *(node(r, port, nodes=nodes) for r in (2, 0, 1))) == [None, None, None]
+
+
+@pytest.mark.multiproc
+def test_the_meeting_names_the_missing_node_on_every_node_that_came(etcd_endpoint):
+    port = free_port()
+    nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+    results = run_nodes(etcd_endpoint, node(0, port, timeout=1, nodes=nodes), node(1, port, timeout=1, nodes=nodes))
+    for result in results:
+        assert result.startswith("node 2 (127.0.0.3) did not join within Train.peer_timeout=1s"), result
+
+
+@pytest.mark.multiproc
+def test_the_meeting_rejects_a_node_with_another_device_layout(etcd_endpoint):
+    port = free_port()
+    results = run_nodes(etcd_endpoint, node(0, port, nproc=2), node(1, port, nproc=1))
+    assert results[0].startswith("node 1 (127.0.0.2) has number of processes per machine (Global.device ids) 1, "
+                                 "node 0 has 2"), results[0]
+    assert results[1] == results[0]
 
 
 # --- ports: a busy port names the process that holds it -------------------------------------------------
@@ -212,16 +183,6 @@ def test_a_busy_port_names_its_process(busy_port):
     assert ports.bind_error(port) is not None and ports.bind_error(free_port()) is None
     found = dict(ports.holders(port))
     assert pid in found and HOLDER_MARK in found[pid]
-
-
-@pytest.mark.multiproc
-def test_preflight_on_node_0_names_the_holder_of_train_port(busy_port):
-    port, pid = busy_port
-    with pytest.raises(UserError) as e:
-        preflight(node(0, port))
-    message = str(e.value)
-    assert f"port {port} (Train.port) on node 0 (127.0.0.1) is in use, held by pid {pid} (" in message
-    assert HOLDER_MARK in message and "-o Train.port=" in message
 
 
 # --- fingerprint: machines must agree on versions, config and dataset lists -----------------------------
@@ -259,60 +220,48 @@ def facts_for(tmp_path, name: str, labels: str, *overrides: str):
     return fingerprint(cfg(f"Global.dataset_dir={folder}", *overrides))
 
 
-@pytest.mark.unit
-def test_preflight_names_the_differing_config_key(tmp_path):
+@pytest.mark.multiproc
+def test_the_meeting_names_the_differing_config_key(tmp_path, etcd_endpoint):
     port = free_port()
     facts = [facts_for(tmp_path, "a", "x 0\n"), facts_for(tmp_path, "b", "x 0\n", "Train.learning_rate=0.1")]
-    results = run_nodes(node(0, port), node(1, port), facts=facts)
+    results = run_nodes(etcd_endpoint, node(0, port), node(1, port), facts=facts)
     assert ("node 1 (127.0.0.2) differs from node 0: config key Train.learning_rate is 0.1 there, 0.05 on node 0"
             in results[0]), results[0]
-    assert results[1].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) differs from node 0")
+    assert results[1] == results[0]
 
 
-@pytest.mark.unit
-def test_preflight_names_the_differing_dataset_file_and_version(tmp_path):
+@pytest.mark.multiproc
+def test_the_meeting_names_the_differing_dataset_file_and_version(tmp_path, etcd_endpoint):
     port = free_port()
     facts = [facts_for(tmp_path, "a", "x 0\n"), facts_for(tmp_path, "b", "x 1\n")]
     facts[1]["versions"]["paddle"] = "paddlepaddle 0.0.1"
-    results = run_nodes(node(0, port), node(1, port), facts=facts)
+    results = run_nodes(etcd_endpoint, node(0, port), node(1, port), facts=facts)
     assert "paddle paddlepaddle 0.0.1 there" in results[0]
     assert "dataset file train.txt is sha256 " in results[0], results[0]
     assert "val.txt" not in results[0]  # missing on both: no difference
 
 
-@pytest.mark.unit
-def test_a_late_node_still_hears_why_the_job_stopped():
+@pytest.mark.multiproc
+def test_a_late_node_hears_the_same_verdict(etcd_endpoint):
+    """The third machine comes 1.5 s after the others: the plan waits for it, then every machine gives the one
+    verdict on node 1's device layout."""
     port = free_port()
     nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
-    results: list = [None] * 3
-
-    def one(i: int, p: ClusterPlan, delay: float) -> None:
-        time.sleep(delay)
-        try:
-            preflight(p)
-        except UserError as e:
-            results[i] = str(e)
-
     plans = [node(0, port, nodes=nodes), node(1, port, nproc=2, nodes=nodes), node(2, port, nodes=nodes)]
-    threads = [threading.Thread(target=one, args=(i, p, 1.5 if i == 2 else 0)) for i, p in enumerate(plans)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    assert "node 1 (127.0.0.2) has number of processes" in results[0]
-    assert results[2].startswith("node 0 (127.0.0.1) reports: node 1 (127.0.0.2) has number of processes"), results[2]
+    results = run_nodes(etcd_endpoint, *plans, delays=(0, 0, 1.5))
+    assert all(r.startswith("node 1 (127.0.0.2) has number of processes") for r in results), results
 
 
-@pytest.mark.unit
-def test_a_held_store_port_is_told_to_the_joining_nodes_at_once():
-    """Another job's paddle store holds Train.port + 1 on node 0: node 0 refuses, and the joining node hears
-    why within seconds instead of waiting out its Train.peer_timeout and blaming node 0's silence."""
+@pytest.mark.multiproc
+def test_a_held_launcher_port_on_node_0_stops_every_node_at_once(etcd_endpoint):
+    """Another job's paddle store holds Train.port + 1 on node 0: every machine refuses within seconds, with
+    node 0's line, instead of waiting out Train.peer_timeout."""
     port = free_port()
     with socket.socket() as busy:
         busy.bind(("", port + 1))
         busy.listen()
         started = time.monotonic()
-        results = run_nodes(node(0, port, timeout=60), node(1, port, timeout=60))
+        results = run_nodes(etcd_endpoint, node(0, port, timeout=60), node(1, port, timeout=60))
     assert time.monotonic() - started < 15
-    assert f"port {port + 1} (Train.port + 1) on node 0" in results[0]
-    assert results[1].startswith(f"node 0 (127.0.0.1) reports: port {port + 1} (Train.port + 1) on node 0"), results[1]
+    for result in results:
+        assert f"port {port + 1} (Train.port + 1) on node 0 (127.0.0.1) is in use" in result, result

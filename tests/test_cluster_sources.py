@@ -1,6 +1,6 @@
 """Where the machines come from (config, Kubeflow's PaddleJob, paddle-operator, Slurm), host names, the
-master-address form of the launch, and the rank agreement at the preflight's meeting (in-process, on loopback
-addresses). The real multi-host runs are in tests/test_multihost_sched.py."""
+master-address form of the launch, and the rank agreement at the meeting in a real etcd (in-process, on
+loopback addresses). The real multi-host runs are in tests/test_multihost_sched.py."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import pytest
 from helpers.common import free_port
 
 from paddledist.cluster import plan
-from paddledist.cluster.hello import Hello
-from paddledist.cluster.rendezvous import nodes_mismatch
+from paddledist.cluster.hello import Hello, nodes_mismatch
 from paddledist.cluster.sources import find_source
 from paddledist.config import load
 from paddledist.errors import UserError
 from paddledist.launch import build
-from paddledist.launch.builder import LAUNCHER_VARS
 from helpers.loopback import LAN, master_node, meet  # noqa: F401
 
 pytestmark = pytest.mark.unit
@@ -118,7 +116,7 @@ def test_master_mode_node_0_holds_the_master_address():
 def test_master_mode_other_nodes_wait_for_their_rank():
     p = plan(cfg(), local=LAN, env={**KUBEFLOW_WORKER_1, "PADDLE_MASTER": "10.0.0.1:36543", "POD_IP": "10.0.0.2"})
     assert (p.nodes, p.node_rank, p.agreed) == (("10.0.0.1", "10.0.0.2", ""), 1, False)
-    assert "this node = a node of 3 (10.0.0.2 on eth0, POD_IP; node rank agreed at the rendezvous" in p.summary()
+    assert "this node = a node of 3 (10.0.0.2 on eth0, POD_IP; node rank agreed at the etcd meeting" in p.summary()
     assert "machines from PADDLE_MASTER and PADDLE_NNODES (Kubeflow PaddleJob)" in p.summary()
 
 
@@ -129,39 +127,44 @@ def test_the_master_form_of_the_launch():
                          "--rank", "1", "--host", "10.0.0.2", "--nproc_per_node", "2"]
 
 
-def test_every_launcher_variable_paddle_reads_is_dropped():
-    """paddle's launcher maps these environment variables over its arguments; a platform sets several."""
-    from paddle.distributed.launch.context.args_envs import env_args_mapping
-
-    assert set(env_args_mapping) - {"PADDLE_LOG_LEVEL"} <= set(LAUNCHER_VARS)
-    assert {"PADDLE_ELASTIC_JOB_ID", "DISTRIBUTED_TRAINER_ENDPOINTS", "FLAGS_START_PORT"} <= set(LAUNCHER_VARS)
-
-
 # --- the meeting: ranks agreed by address, or the platform's ranks --------------------------------------------------
 
 
-def test_ranks_follow_the_addresses_whatever_the_arrival_order():
+@pytest.mark.multiproc
+def test_ranks_follow_the_addresses_whatever_the_arrival_order(etcd_endpoint):
     port = free_port()
     nodes = ("127.0.0.1", "127.0.0.2", "127.0.0.10")
-    results = meet(master_node("127.0.0.10", port, 3), master_node("127.0.0.2", port, 3),
+    results = meet(etcd_endpoint, master_node("127.0.0.10", port, 3), master_node("127.0.0.2", port, 3),
                    master_node("127.0.0.1", port, 3))
     assert results == [(nodes, 2, True), (nodes, 1, True), (nodes, 0, True)]
 
 
-def test_the_platforms_ranks_win_over_the_address_order():
+@pytest.mark.multiproc
+def test_the_master_is_node_0_whatever_its_address(etcd_endpoint):
+    port = free_port()
+    master = dataclasses.replace(master_node("127.0.0.1", port, 2), nodes=("127.0.0.9", ""))
+    joiner = dataclasses.replace(master_node("127.0.0.2", port, 2), nodes=("127.0.0.9", "127.0.0.2"))
+    results = meet(etcd_endpoint, joiner, dataclasses.replace(master, nodes=("127.0.0.9", ""), node_rank=0))
+    nodes = ("127.0.0.9", "127.0.0.2")
+    assert results == [(nodes, 1, True), (nodes, 0, True)]
+
+
+@pytest.mark.multiproc
+def test_the_platforms_ranks_win_over_the_address_order(etcd_endpoint):
     port = free_port()
     nodes = ("127.0.0.1", "127.0.0.9", "127.0.0.2")
-    results = meet(master_node("127.0.0.1", port, 3), master_node("127.0.0.2", port, 3, rank=2),
+    results = meet(etcd_endpoint, master_node("127.0.0.1", port, 3), master_node("127.0.0.2", port, 3, rank=2),
                    master_node("127.0.0.9", port, 3, rank=1))
     assert results == [(nodes, 0, True), (nodes, 2, True), (nodes, 1, True)]
 
 
-def test_two_machines_claiming_one_address_stop_every_node():
+@pytest.mark.multiproc
+def test_two_machines_claiming_one_address_are_named_and_nobody_launches(etcd_endpoint):
     port = free_port()
-    results = meet(master_node("127.0.0.1", port, 3, timeout=3), master_node("127.0.0.2", port, 3, timeout=3),
-                   master_node("127.0.0.2", port, 3, timeout=3))
-    assert "two machines say they are 127.0.0.2" in results[0]
-    assert all("two machines say they are 127.0.0.2" in r for r in results[1:])
+    results = meet(etcd_endpoint, master_node("127.0.0.1", port, 3, timeout=6),
+                   master_node("127.0.0.2", port, 3, timeout=6), master_node("127.0.0.2", port, 3, timeout=6))
+    assert all(isinstance(r, str) for r in results), results
+    assert sum("two machines say they are 127.0.0.2" in r for r in results) == 1, results
 
 
 def test_a_name_resolving_differently_is_named():

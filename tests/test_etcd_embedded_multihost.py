@@ -1,4 +1,4 @@
-"""The job's own etcd (Train.control_plane=etcd with Train.dist_ips) on real namespace hosts: one member on each
+"""The job's own etcd (with Train.dist_ips) on real namespace hosts: one member on each
 of three hosts, authenticated with the job secret. A fourth host without the secret reads none of the job's keys
 with etcdctl; the first host's member killed mid-run leaves a quorum of two and all three finish; the members'
 data folders are gone afterwards."""
@@ -38,7 +38,7 @@ def member_pid(address: str) -> int:
 
 
 def start_three(hosts, tmp_path: Path, *extra: str) -> dict[int, subprocess.Popen]:
-    argv = list_command(hosts.addresses[:3], "Train.control_plane=etcd", "Train.epochs_iters=3", *extra)
+    argv = list_command(hosts.addresses[:3], "Train.epochs_iters=3", *extra)
     procs = {}
     for i in range(3):
         home = tmp_path / f"host{i}"

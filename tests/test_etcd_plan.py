@@ -70,11 +70,12 @@ def test_the_job_user_exists_only_with_a_secret_and_its_password_follows_from_it
     assert etcdserver.credentials(b"s", "b").password != one.password  # each job its own
 
 
-def test_the_control_plane_key_is_checked_and_etcd_urls_choose_etcd():
-    with pytest.raises(UserError, match="Train.control_plane: unknown value 'zookeeper'"):
+def test_the_control_plane_key_is_checked_and_builtin_is_named_as_removed():
+    with pytest.raises(UserError, match="Train.control_plane: unknown value 'zookeeper'; use one of etcd"):
         load(None, ["Train.control_plane=zookeeper"])
-    assert planned(3, 0).control == "etcd" and not planned(3, 0).etcd
-    assert planned(3, 0, "Train.control_plane=builtin").control == "builtin"
+    with pytest.raises(UserError, match="the builtin control plane was removed: the machines meet in etcd"):
+        load(None, ["Train.control_plane=builtin"])
+    assert not planned(3, 0).etcd  # a list without etcd:// meets in the job's own etcd
 
 
 @pytest.mark.parametrize("text, words", [("10.0.0.5:2379", "is written etcd://"), ("etcd://", "no endpoint"),

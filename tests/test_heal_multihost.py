@@ -1,7 +1,7 @@
 """Self-healing and preemption on real two-host jobs (network-namespace hosts, tests/helpers/netns.py).
 
 With Train.max_restarts=1, a host whose workers are killed (its supervisor lives) makes every supervisor end its
-workers, meet again on Train.port and relaunch from latest: both hosts exit 0, train_result.json records the
+workers, meet again in the job's etcd and relaunch from latest: both hosts exit 0, train_result.json records the
 restart and the parameters equal an uninterrupted run's; a second kill is past the limit and fails as without
 restarts, naming the cause. SIGTERM to one host's supervisor mid-epoch makes every rank save latest at the same
 step and both hosts exit 75 (errors.PREEMPTED_EXIT); the same command (Train.resume_path=auto) then finishes

@@ -47,3 +47,13 @@ def test_dry_run_lists_the_dropped_variables(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for name in LEFT_BEHIND:
         assert f"unset {name}" in done.stdout.splitlines()
+
+
+def test_every_launcher_variable_paddle_reads_is_dropped():
+    """paddle's launcher maps these environment variables over its arguments; a platform sets several."""
+    from paddle.distributed.launch.context.args_envs import env_args_mapping
+
+    from paddledist.launch.builder import LAUNCHER_VARS
+
+    assert set(env_args_mapping) - {"PADDLE_LOG_LEVEL"} <= set(LAUNCHER_VARS)
+    assert {"PADDLE_ELASTIC_JOB_ID", "DISTRIBUTED_TRAINER_ENDPOINTS", "FLAGS_START_PORT"} <= set(LAUNCHER_VARS)

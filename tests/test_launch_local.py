@@ -169,7 +169,7 @@ def test_a_preemption_signal_asks_first_and_ends_the_job_past_the_grace(tmp_path
     assert not alive(worker)
 
 
-# --- the runner and the other machines' heartbeat links (a stand-in for cluster.heartbeat.Peers) --------
+# --- the runner and the other machines' heartbeat links (a stand-in for cluster.liveness.EtcdPeers) --------
 
 class FakePeers:
     def __init__(self, verdict_when=None, blame=None):

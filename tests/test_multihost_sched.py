@@ -83,7 +83,8 @@ def test_dry_run_shows_the_master_form(netns_hosts, tmp_path):  # noqa: F811
     done = hosts.run(1, argv_for(tmp_path, "dry")(1) + ["--dry-run"], timeout=60, cwd=str(tmp_path), env=kubeflow)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"--master {a}:36543 --nnodes 2 --rank 1 --host {b}" in done.stdout
-    assert f"--rank 1 is provisional: node 0 ({a}) assigns this node's rank at the rendezvous" in done.stdout
+    assert "--rank 1 is provisional: the meeting in etcd assigns this node's rank (the master's machine first" \
+        in done.stdout
     assert "unset PADDLE_MASTER" in done.stdout.splitlines()
 
 
@@ -98,7 +99,7 @@ def test_kubeflow_paddlejob_variables_alone(netns_hosts, tmp_path):  # noqa: F81
                      "POD_IP": hosts.addresses[i]}
     outputs = train(hosts, tmp_path, "kubeflow", env_for=env)
     assert "machines from PADDLE_MASTER and PADDLE_NNODES (Kubeflow PaddleJob)" in outputs[0]
-    assert f"this node = node 1 of 2 ({b} on eth0, POD_IP; node rank agreed at the rendezvous; rank 1" in outputs[1]
+    assert f"this node = node 1 of 2 ({b} on eth0, POD_IP; node rank agreed at the etcd meeting; rank 1" in outputs[1]
     assert len(set(digests(tmp_path, "kubeflow"))) == 1
 
 

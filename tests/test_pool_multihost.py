@@ -1,10 +1,10 @@
 """A Train.dist_ips pool on real namespace hosts (tests/helpers/netns.py): Train.nnodes=2:3 with a list of three and
 Train.max_restarts, LeNet without augmentation. A host killed for good mid-run (every process there, its
-Global.output deleted) leaves two that re-form on their own within the same command (cluster/pool.py): the first
-live machine of the list is the new hub and rank 0, they continue from the newest latest the two kept
+Global.output deleted) leaves two that re-form in the job's etcd within the same command (cluster/etcdjob.py):
+the first live machine of the list is the new rank 0, they continue from the newest latest the two kept
 (engine/latest.py) at the same global batch (engine/batchplan.py), and their final parameters equal those of an
-uninterrupted three-host run. A lost host whose command is run again waits in the hub's lobby and is taken in at
-the next restart (a second fault forces one, cluster/poolmeet.py): the job ends on three, the same parameters."""
+uninterrupted three-host run. A lost host whose command is run again registers for the next generation and is
+taken in at the next restart (a second fault forces one): the job ends on three, the same parameters."""
 
 from __future__ import annotations
 
@@ -37,9 +37,10 @@ def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_
     for i, (code, _) in done.items():
         text = output(tmp_path, "pool", i)
         assert code == 0, f"host {i}:\n{text[-4000:]}"
-        assert (f"dropping {a}: re-forming on 2 machine(s) {b},{c}; {b} is the hub and rank 0; this node is node "
-                f"{i - 1}") in text, text[-4000:]
-        assert f"restart 1/1 after: node 0 ({a}) lost" in text and f"once all 2 node(s) meet again on {b}:" in text
+        assert f"re-forming without {a}" in text, text[-4000:]
+        assert f"the pool meets on 2 machine(s) {b},{c}: this node is node {i - 1}" in text, text[-4000:]
+        assert f"restart 1/1 after: node 0 ({a}) lost" in text and "once at least 2 of the 3 nodes meet again in " \
+            "the job's etcd" in text, text[-4000:]
     log = (tmp_path / "host1" / "out" / "logs" / "train.rank0.log").read_text()
     assert "keeping the global batch of 24 samples (the resumed checkpoint's) on 2 rank(s): per-rank batch 6" in log
     assert "resumed from epoch 1; continuing at epoch 2" in log
@@ -72,7 +73,7 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
     wait_for_text(rank0, "epoch 3/8 iter 10/", survivors, timeout=200)  # the two saved epoch 2 on their own
     back = open(tmp_path / "back.host2.txt", "w")
     procs[2] = hosts.popen(2, argv, cwd=str(tmp_path / "host2"), stdout=back, stderr=subprocess.STDOUT)
-    wait_for_text(tmp_path / "back.host2.txt", "this node waits there to be taken in at its next restart", procs,
+    wait_for_text(tmp_path / "back.host2.txt", "this machine waits to be taken in at its next restart", procs,
                   timeout=60)
     kill_workers(hosts, 1)  # a second fault forces the next restart
     done = wait_all(procs, timeout=400)
@@ -82,9 +83,10 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
         assert code == 0, f"host {i}:\n{text[-4000:]}"
     for i in (0, 1):
         text = output(tmp_path, "pool", i)
-        assert f"dropping {c}: re-forming on 2 machine(s) {a},{b}; {a} is the hub and rank 0" in text, text[-4000:]
+        assert f"re-forming without {c}" in text, text[-4000:]
+        assert f"the pool meets on 2 machine(s) {a},{b}: this node is node {i}" in text, text[-4000:]
         assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node {i}" in text, text[-4000:]
-    assert f"the pool of Train.dist_ips runs with {a} as its hub" in output(tmp_path, "back", 2)
+    assert f"on {a},{b}; this machine waits to be taken in" in output(tmp_path, "back", 2)
     got = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
     assert got["done_flag"] is True and got["world_size"] == 3, got
     assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]
@@ -97,10 +99,10 @@ def test_the_last_host_lost_then_run_again_rejoins_at_the_next_restart_and_the_j
         assert difference <= 1e-5, difference
 
 
-def test_the_first_host_run_again_rejoins_as_the_hub_and_rank_0_and_the_job_ends_on_three(netns_hosts, uninterrupted, tmp_path):  # noqa: F811,E501
-    """The head of the list is lost for good, then its command is run again: it waits in the new hub's lobby, is
-    taken in at the next restart (a second fault) and, first of the list again, is the hub and rank 0; its
-    results carry the job's restarts, which the hub of the re-formed pool handed it."""
+def test_the_first_host_run_again_rejoins_as_rank_0_and_the_job_ends_on_three(netns_hosts, uninterrupted, tmp_path):  # noqa: F811,E501
+    """The head of the list is lost for good, then its command is run again: it registers for the next
+    generation, is taken in at the next restart (a second fault) and, first of the list again, is rank 0; its
+    results carry the job's restarts, read from the others' hellos."""
     hosts = netns_hosts(3)
     want = uninterrupted(hosts, tmp_path, LONGER)
     argv = list_command(hosts.addresses, "Train.nnodes=2:3", "Train.max_restarts=2", LONGER)
@@ -114,16 +116,17 @@ def test_the_first_host_run_again_rejoins_as_the_hub_and_rank_0_and_the_job_ends
     wait_for_text(rank0, "epoch 3/8 iter 10/", survivors, timeout=200)
     back = open(tmp_path / "back.host0.txt", "w")
     procs[0] = hosts.popen(0, argv, cwd=str(tmp_path / "host0"), stdout=back, stderr=subprocess.STDOUT)
-    wait_for_text(tmp_path / "back.host0.txt", "this node waits there to be taken in at its next restart", procs,
+    wait_for_text(tmp_path / "back.host0.txt", "this machine waits to be taken in at its next restart", procs,
                   timeout=60)
     kill_workers(hosts, 2)  # a second fault forces the next restart
     done = wait_all(procs, timeout=400)
     a, b, c = hosts.addresses
     for i, (code, _) in done.items():
         assert code == 0, f"host {i}:\n{output(tmp_path, 'back' if i == 0 else 'pool', i)[-4000:]}"
-    assert f"the pool of Train.dist_ips runs with {b} as its hub" in output(tmp_path, "back", 0)
+    assert f"on {b},{c}; this machine waits to be taken in" in output(tmp_path, "back", 0)
     for i in (1, 2):
         assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node {i}" in output(tmp_path, "pool", i)
+    assert f"the pool meets on 3 machine(s) {a},{b},{c}: this node is node 0" in output(tmp_path, "back", 0)
     got = json.loads((tmp_path / "host0" / "out" / "train_result.json").read_text())
     assert got["done_flag"] is True and got["world_size"] == 3, got
     assert [r["nodes"] for r in got["restarts"]] == [2, 3], got["restarts"]

@@ -2,7 +2,7 @@
 duplicates, no loopback across machines.
 
 Names are resolved with getaddrinfo (AF_INET: /etc/hosts, DNS, whatever nsswitch says on this machine). Every
-node resolves the whole list; the preflight compares the resolved lists, so a name that resolves differently on
+node resolves the whole list; the meeting compares the resolved lists, so a name that resolves differently on
 two machines stops all of them with the name shown.
 """
 

@@ -87,14 +87,23 @@ class EtcdJob:
                 else f"the job's etcd {self.store.shown()} did not answer this machine")
         self.store.wait_ready(self.plan.peer_timeout, what, f"{job_prefix(self.plan.job_id)}gen")
 
-    def meet(self, plan: ClusterPlan, facts: Optional[dict]) -> EtcdPeers:
-        """Meet the others at the next generation; a machine left out waits for the one after."""
-        hello = Hello.of(plan, facts)
+    def meet(self, plan: ClusterPlan, facts: Optional[dict], restarts: list = ()) -> EtcdPeers:
+        """Meet the others at the next generation; a machine left out waits for the one after. `restarts`: the
+        job's so far here; the others' longer list (this machine taken into a running pool) is adopted into it."""
+        hello = dataclasses.replace(Hello.of(plan, facts), restarts=tuple(restarts))
         try:
-            return self._meet(plan, hello)
+            peers = self._meet(plan, hello)
         except EtcdUnavailable as e:
             raise UserError(f"{self.where()} became unreachable from this machine while meeting ({e}); the "
                             "machines that reach it go on") from None
+        with peers.view._changed:
+            known = [list(h.get("restarts") or []) for h in peers.view.hellos.values()]
+        if isinstance(restarts, list) and max(map(len, known), default=0) > len(restarts):
+            restarts[:] = max(known, key=len)
+        if plan.pool:
+            print(f"paddledist: the pool meets on {peers.plan.nnodes} machine(s) {','.join(peers.plan.nodes)}: "
+                  f"this node is node {peers.plan.node_rank}", flush=True)
+        return peers
 
     def _meet(self, plan: ClusterPlan, hello: Hello) -> EtcdPeers:
         self._reach()

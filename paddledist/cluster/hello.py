@@ -1,5 +1,5 @@
-"""What a joining node says about itself at the preflight, as one frozen dataclass with one encode/decode pair at
-the wire, and node 0's verdict on it (`mismatch`)."""
+"""What a machine says about itself when it registers in etcd, as one frozen dataclass with one encode/decode
+pair, and the verdict of every machine on the others' against the first's (`mismatch`)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from paddledist.cluster import rendezvous
 from paddledist.cluster.fingerprint import differences
 from paddledist.cluster.plan import ClusterPlan
 
 _MAX_SHOWN = 4
 """Differences listed in one message."""
+_FIX_NAMES = "make every machine's /etc/hosts or DNS give each name the same IPv4 address"
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,10 @@ class Hello:
     facts: dict
     """The fingerprint (fingerprint.py): versions, config and dataset digests."""
     busy: str = ""
-    """In etcd: why this machine could not be node 0 (its launcher's port in use), "" when it can."""
+    """Why this machine could not be node 0 (its launcher's port in use), "" when it can."""
+    restarts: tuple = ()
+    """The job's restarts so far as this machine knows them: a machine taken into a running pool adopts the
+    longest of the plan's, for rank 0's results."""
 
     @classmethod
     def of(cls, plan: ClusterPlan, facts: Optional[dict] = None) -> "Hello":
@@ -69,7 +72,7 @@ class Hello:
 
 _KINDS = {"job": str, "nodes": list, "node": int, "names": list, "address": str, "rank": (int, type(None)),
           "agreed": bool, "style": str, "master_port": int, "origin": str, "kind": str, "nproc": int, "facts": dict,
-          "busy": str}
+          "busy": str, "restarts": list}
 
 
 def _as_tuple(kind) -> tuple:
@@ -87,7 +90,7 @@ def mismatch(mine: Hello, theirs: Hello, who: Optional[str] = None) -> Optional[
         if getattr(theirs, key) != getattr(mine, key):
             return (f"{who} has {what} {getattr(theirs, key)}, node 0 has {getattr(mine, key)}; "
                     "run the same config on every machine")
-    different = rendezvous.nodes_mismatch(who, mine, theirs)
+    different = nodes_mismatch(who, mine, theirs)
     if different:
         return different
     if not placed and not 0 < theirs.node < len(mine.nodes):
@@ -102,3 +105,31 @@ def mismatch(mine: Hello, theirs: Hello, who: Optional[str] = None) -> Optional[
 
 def _address(mine: Hello, node: int) -> str:
     return mine.nodes[node] if 0 <= node < len(mine.nodes) else "?"
+
+
+def nodes_mismatch(who: str, mine: Hello, theirs: Hello) -> Optional[str]:
+    """Why two nodes do not see the same machines, naming a host name that resolves differently; or None."""
+    if theirs.agreed != mine.agreed or theirs.style != mine.style:
+        return (f"{who} names the machines with {theirs.origin} (launch style {theirs.style}), node 0 "
+                f"with {mine.origin} (launch style {mine.style}); run the same config on every machine")
+    a, b = mine.nodes, theirs.nodes
+    if len(b) != len(a):
+        return f"{who} counts {len(b)} machines, node 0 {len(a)}; run the same config on every machine"
+    if not mine.agreed:  # only the master is known to all; its name may differ (Kubeflow: IP vs pod name)
+        if a[0] != b[0]:
+            return f"{who} meets the master at {b[0]} (from {show(theirs.names)}), node 0 is {a[0]}; {_FIX_NAMES}"
+    elif theirs.names != mine.names:
+        return (f"{who} has machines {show(theirs.names)}, node 0 has {show(mine.names)}; "
+                "run the same config on every machine")
+    elif a != b:  # compared whole first: node 0 checks every joining node's list
+        k = next(k for k in range(len(a)) if a[k] != b[k])
+        name = (mine.names or a)[k]
+        return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
+    if theirs.master_port != mine.master_port:
+        return f"{who} uses master port {theirs.master_port}, node 0 {mine.master_port}"
+    return None
+
+
+def show(value: object) -> str:
+    """A list as the comma-separated text a user wrote it in."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

@@ -91,9 +91,21 @@ class EtcdPeers:
             if lease.expired:
                 self._own_loss("its etcd lease expired before it was renewed")
             elif time.monotonic() - lease.renewed > self.timeout_s:
-                self._own_loss(f"it could not reach the job's etcd {self.store.shown()} for over "
-                               f"Train.heartbeat_timeout={self.timeout_s:g}s: the machines that still reach it go on")
+                self._unreachable()
             self._judge()
+
+    def _unreachable(self) -> None:
+        """No renewal for Train.heartbeat_timeout: the machine of the job's only member is lost (two machines, or
+        master-address mode), else this one is cut off from the quorum."""
+        hosts = [e.rsplit(":", 1)[0] for e in self.store.endpoints]
+        if not self.plan.etcd and len(hosts) == 1 and hosts[0] in self.plan.nodes and hosts[0] != self.plan.host:
+            k = self.plan.nodes.index(hosts[0])
+            self.verdict = self.verdict or (f"{self.plan.who(k)} lost: the job's etcd there did not answer for over "
+                                            f"Train.heartbeat_timeout={self.timeout_s:g}s")
+            self.lost = self.lost or (hosts[0],)
+            return
+        self._own_loss(f"it could not reach the job's etcd {self.store.shown()} for over "
+                       f"Train.heartbeat_timeout={self.timeout_s:g}s: the machines that still reach it go on")
 
     def _own_loss(self, why: str) -> None:
         self.verdict = self.verdict or f"{self.plan.who()} lost: {why}"

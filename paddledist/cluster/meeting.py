@@ -1,10 +1,11 @@
-"""The machines meet in etcd: each registers its hello under its lease, one plan is created by transaction,
-every machine checks that all of the plan's agree with its first.
+"""The machines meet in etcd: each registers its hello under its lease, one plan is created by transaction, every
+machine checks that all of the plan's agree with its first.
 
-A generation is one launch. Machines listed in Train.dist_ips meet in list order (the first present is node 0);
-with an etcd of the user's own (Train.dist_master=etcd://...) the plan orders them by the platform's rank, else by
-address. With Train.nnodes MIN:MAX the plan is made once MAX came, or after Train.peer_timeout with at least MIN.
-A machine that registers after the plan was made is not in it and waits for the next generation.
+A generation is one launch. Machines listed in Train.dist_ips meet in list order (the first present is node 0); with
+an etcd of the user's own (Train.dist_master=etcd://...) the plan orders them by the platform's rank, else by
+address; in master-address mode (Train.dist_master=host:port) the master's machine first. With Train.nnodes MIN:MAX
+the plan is made once MAX came, or after Train.peer_timeout with at least MIN. A machine that registers after the
+plan was made is not in it and waits for the next generation.
 """
 
 from __future__ import annotations
@@ -87,12 +88,15 @@ def meet(store: Store, plan: ClusterPlan, hello: Hello, generation: int, expecte
     lease = Lease(store, max(2, round(plan.heartbeat_timeout)), plan.heartbeat_interval)
     view = GenerationView(store, prefix).start()
     try:
-        put(store, prefix + f"node/{hello.address}", hello.to_wire(), lease.id)
+        _register(store, prefix + f"node/{hello.address}", hello, lease, plan.heartbeat_timeout + 1)
         listed = (plan.pool or plan.nodes) if plan.agreed else ()
         decided = _await_plan(store, view, plan, prefix, expected or listed, generation)
         if hello.address not in decided:
             view.close()
             return None
+        if plan.min_nodes and len(decided) < plan.nnodes:
+            print(f"paddledist: continuing with {len(decided)} of {plan.nnodes} machines (Train.nnodes="
+                  f"{plan.min_nodes}:{plan.nnodes}; Train.peer_timeout={plan.peer_timeout}s)", flush=True)
         placed = _placed(plan, decided)
         _check_agreement(view, placed)
         return Met(placed, view, lease, generation, prefix)
@@ -100,6 +104,17 @@ def meet(store: Store, plan: ClusterPlan, hello: Hello, generation: int, expecte
         view.close()
         lease.close()
         raise
+
+
+def _register(store: Store, key: str, hello: Hello, lease: Lease, wait_s: float) -> None:
+    """This machine's hello under its lease; another machine's key for the same address (one left by a supervisor
+    that stopped a moment ago lapses with its lease) still there after `wait_s` is a machine claiming it."""
+    deadline = time.monotonic() + wait_s
+    while not create(store, key, hello.to_wire(), lease.id):
+        if time.monotonic() >= deadline:
+            raise UserError(f"two machines say they are {hello.address}: give each machine its own address (or "
+                            "Train.node_ip), and run one supervisor per machine")
+        time.sleep(0.2)
 
 
 def _await_plan(store: Store, view: GenerationView, plan: ClusterPlan, prefix: str, expected: tuple,
@@ -133,7 +148,8 @@ def _decide(store: Store, view: GenerationView, plan: ClusterPlan, prefix: str, 
         listed = plan.pool or plan.nodes
         nodes = [a for a in listed if a in present]
     else:
-        nodes = sorted(present, key=lambda a: (_rank(present[a]), ipaddress.ip_address(a)))[:plan.nnodes]
+        first = plan.nodes[0] if plan.style == "master" else None  # master-address mode: the master is node 0
+        nodes = sorted(present, key=lambda a: (a != first, _rank(present[a]), ipaddress.ip_address(a)))[:plan.nnodes]
     if create(store, prefix + "plan", {"nodes": nodes}):
         put(store, job_prefix(plan.job_id) + "gen", {"generation": generation, "nodes": nodes})
 
@@ -166,13 +182,15 @@ def _check_agreement(view: GenerationView, placed: ClusterPlan) -> None:
 
 def _missing(view: GenerationView, plan: ClusterPlan, expected: tuple, store: Store) -> str:
     reach = f"check they can reach the job's etcd {store.shown()}"
+    with view._changed:  # every machine that registered (one that timed out first has left since)
+        came = set(view.hellos) | set(view.nodes)
     if plan.agreed:
         missing = ", ".join(f"node {(plan.pool or plan.nodes).index(a)} ({a})" for a in expected
-                            if a not in view.nodes)
+                            if a not in came)
         return (f"{missing} did not join within Train.peer_timeout={plan.peer_timeout}s: start the same command "
                 f"there, and {reach}")
-    came = f" (came: {', '.join(sorted(view.nodes))})" if view.nodes else ""
-    fewest = (f"only {len(view.nodes)} of {plan.nnodes} machines came and Train.nnodes={plan.min_nodes}:"
+    shown = f" (came: {', '.join(sorted(came))})" if came else ""
+    fewest = (f"only {len(came)} of {plan.nnodes} machines came and Train.nnodes={plan.min_nodes}:"
               f"{plan.nnodes} needs at least {plan.min_nodes}: " if plan.min_nodes else "")
-    return (f"{fewest}{plan.nnodes - len(view.nodes)} of {plan.nnodes} machine(s) did not join within "
-            f"Train.peer_timeout={plan.peer_timeout}s{came}: start the same command there, and {reach}")
+    return (f"{fewest}{plan.nnodes - len(came)} of {plan.nnodes} machine(s) did not join within "
+            f"Train.peer_timeout={plan.peer_timeout}s{shown}: start the same command there, and {reach}")

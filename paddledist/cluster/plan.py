@@ -30,7 +30,7 @@ class ClusterPlan:
     device: DeviceSpec
     """Device kind and ids on every machine; one worker process per id."""
     port: int
-    """Train.port: the first machine's preflight port; paddle's launcher uses the ports just above it."""
+    """Train.port: the job's etcd clients' port (peers: + 50); paddle's launcher uses the ports just above it."""
     job_id: str
     """Train.job_id."""
     peer_timeout: int
@@ -50,24 +50,22 @@ class ClusterPlan:
     origin: str = "Train.dist_ips"
     """What named the machines (a config key or a platform's variables), for the start-up log."""
     agreed: bool = True
-    """False until the rendezvous has placed every node (master address without a list); `nodes` then holds
-    only the master's address and this machine's own."""
+    """False until the etcd meeting has placed every node (master address or etcd without a list); `nodes` then
+    holds only the master's address and this machine's own."""
     platform_rank: Optional[int] = None
     """This node's rank as the platform gave it (SLURM_NODEID, PADDLE_TRAINER_ID), or None."""
     min_nodes: int = 0
     """Train.nnodes MIN:MAX: in master-address mode, once Train.peer_timeout has passed, node 0 continues with as
     few as this many machines; with a Train.dist_ips pool, the fewest the survivors of a loss re-form with
-    (cluster/pool.py); 0: every one of `nnodes` must come."""
+    (cluster/etcdjob.py); 0: every one of `nnodes` must come."""
     pool: tuple = ()
     """A Train.dist_ips pool (Train.nnodes MIN:MAX with a list): every listed address, in list order; kept when the
     survivors of a loss re-form on fewer (a machine that comes back is taken in again, up to the list)."""
     etcd: tuple = ()
     """The endpoints (host:port) of the user's etcd (Train.dist_master=etcd://...); empty: the job's own."""
-    control: str = "builtin"
-    """Train.control_plane: builtin (preflight and heartbeat links on Train.port) or etcd (the job's own etcd)."""
     secret: Optional[bytes] = field(default=None, repr=False, compare=False)
-    """The job secret (cluster/auth.py) the control connections are authenticated with, None without one; set
-    by the launch stage, never printed."""
+    """The job secret (cluster/auth.py) the job's etcd is secured with, None without one; set by the launch
+    stage, never printed."""
 
     @property
     def host(self) -> str:
@@ -138,8 +136,7 @@ def plan(cfg: Config, local: Optional[Sequence[LocalAddress]] = None,
                        style=source.style, master_port=master_port, names=source.names or (source.master,),
                        origin=source.origin + (f"; {source.note}" if source.note else ""),
                        agreed=bool(source.names), platform_rank=source.rank, min_nodes=source.min_nodes,
-                       pool=nodes if source.names and source.min_nodes else (), etcd=source.etcd,
-                       control="etcd" if source.etcd else cfg.Train.control_plane)
+                       pool=nodes if source.names and source.min_nodes else (), etcd=source.etcd)
 
 
 def _master_port(source: Source, port: int) -> int:
@@ -149,13 +146,13 @@ def _master_port(source: Source, port: int) -> int:
     text = source.master.rsplit(":", 1)[1]
     if not text.isdigit() or not 0 < int(text) < 65536 or int(text) == port:
         raise UserError(f"{source.key}={source.master}: the port must be a free TCP port other than Train.port "
-                        f"({port}), where the machines' preflight meets; choose another for either")
+                        f"({port}), where the job's etcd listens; choose another for either")
     return int(text)
 
 
 def _master_side(source: Source, local: Sequence[LocalAddress], node_ip: Optional[str],
                  pod_ip: Optional[str]) -> tuple[tuple[str, ...], int, str]:
-    """Nodes known before the rendezvous: the master's address as node 0 and this machine's own address at its
+    """Nodes known before the etcd meeting: the master's address as node 0 and this machine's own address at its
     rank (the platform's, 0 on the master, else provisional until node 0 assigns it)."""
     host = source.master.rsplit(":", 1)[0].strip("[]")
     master = check_address(host, f"{source.key} host", multi=source.nnodes > 1)
@@ -170,7 +167,7 @@ def _master_side(source: Source, local: Sequence[LocalAddress], node_ip: Optiona
                         "its addresses; point the master at the first machine")
     else:
         rank = source.rank or 1
-        how += "; node rank agreed at the rendezvous" if source.rank is None else "; node rank from the platform"
+        how += "; node rank agreed at the etcd meeting" if source.rank is None else "; node rank from the platform"
     nodes = [master] + [""] * (source.nnodes - 1)
     nodes[rank] = mine
     return tuple(nodes), rank, how

@@ -33,7 +33,7 @@ class Source:
     style: str
     """ips (paddle's --ips list) or master (--master host:port --nnodes N --rank r)."""
     names: tuple[str, ...]
-    """Addresses or host names in rank order; empty when the ranks are agreed at the rendezvous."""
+    """Addresses or host names in rank order; empty when the ranks are agreed at the etcd meeting."""
     nnodes: int
     master: Optional[str] = None
     """host:port of paddle's master when given (Train.dist_master, PADDLE_MASTER)."""

@@ -17,7 +17,7 @@ GRAD_COMPRESSION = ("none", "bf16", "fp16")
 OPTIMIZERS = ("Momentum", "AdamW")
 LR_SCHEDULERS = ("cosine", "piecewise")
 LAUNCH_STYLES = ("ips", "master")
-CONTROL_PLANES = ("builtin", "etcd")
+CONTROL_PLANES = ("etcd",)
 ELASTIC_BATCH = ("keep", "scale_lr")
 
 
@@ -131,11 +131,11 @@ class TrainConfig:
     grad_compression: Optional[str] = None
     """(paddledist) Train.grad_sync=bucket: the dtype gradients cross the network in: null or none (float32), bf16 (half the bytes; its accuracy effect is in docs/benchmarks.md), fp16 (GPU only: paddle's gloo all-reduce of float16 returns inf)."""
     port: int = 6170
-    """(paddledist) Rendezvous port on the first machine; the job also uses a few ports above it."""
+    """(paddledist) Client port of the job's own etcd on the machines that run a member (peers: Train.port + 50); paddle's launcher uses the few ports just above it on the first machine."""
     job_id: str = "paddledist"
     """(paddledist) Job id passed to paddle.distributed.launch."""
     job_secret_file: Optional[str] = None
-    """(paddledist) A file (readable by its owner only) holding the job secret that authenticates the machines' control connections on Train.port (HMAC-SHA256, docs/security.md); else the PADDLEDIST_JOB_SECRET variable; neither: unauthenticated, only each machine's address is checked."""
+    """(paddledist) A file (readable by its owner only) holding the job secret: the job's own etcd then runs with authentication, its users' passwords derived from it (docs/security.md); else the PADDLEDIST_JOB_SECRET variable; neither: the job's etcd is open to anyone who reaches Train.port."""
     node_ip: Optional[str] = None
     """(paddledist) This machine's address when interface matching cannot find it (else POD_IP)."""
     peer_timeout: int = 120
@@ -143,7 +143,7 @@ class TrainConfig:
     max_bad_samples: int = 10
     """(paddledist) Undecodable samples tolerated (counted and reported) before training stops."""
     heartbeat_interval: float = 5.0
-    """(paddledist) Seconds between heartbeats each machine's supervisor exchanges with the first machine's."""
+    """(paddledist) Seconds between the renewals of each machine's supervisor's lease in the job's etcd."""
     dy2st: bool = False
     """(PaddleX) Train through paddle.jit.to_static (dynamic-to-static): the same parameters and names, the forward run as paddle's static program."""
     uniform_output_enabled: bool = True
@@ -151,20 +151,20 @@ class TrainConfig:
     basic_config_path: Optional[str] = None
     """(PaddleX) PaddleClas training config to start from; accepted, no effect here (the model registry supplies it)."""
     heartbeat_timeout: float = 60.0
-    """(paddledist) Seconds without a heartbeat (or at once on a closed connection) before a machine is declared lost and every machine stops its workers."""
+    """(paddledist) TTL of each supervisor's etcd lease: a machine whose lease is not renewed for this long (or whose supervisor stopped, revoking it) is declared lost and every machine stops its workers."""
     max_restarts: int = 0
     """(paddledist) Times a multi-process job relaunches itself after a failed rank or a lost machine: every machine's supervisor ends its workers, waits (up to Train.peer_timeout) for all machines to meet again on Train.port and continues from <Global.output>/latest; 0: fail at once."""
     preempt_grace: float = 45.0
     """(paddledist) Seconds after SIGTERM or SIGUSR1 to a supervisor for every rank to save latest at the next step and exit (code 75) before the job is ended without it; keep it below Slurm's --signal=USR1@T."""
     # --- machines from a master address or a scheduler (docs/multi_machine.md) ---
     dist_master: Optional[str] = None
-    """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The machines' own preflight runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given. etcd://H1:2379[,H2:2379...]: the machines (Train.nnodes of them) meet, hold their leases and decide in that etcd cluster under /paddledist/<Train.job_id>/ instead (ranks by the platform's rank, else by address; its TLS and user from ETCDCTL_CACERT/CERT/KEY, ETCDCTL_USER, ETCDCTL_PASSWORD)."""
+    """(paddledist) host:port of the first machine (an address or a host name), with Train.nnodes, instead of Train.dist_ips: the machines meet there and agree their ranks (the first machine is node 0, the others in address order, or the platform's rank), then launch with paddle's --master host:port --nnodes N --rank r. The job's etcd runs on Train.port of that host. Kubeflow's PADDLE_MASTER/PADDLE_NNODES set the same when neither key is given. etcd://H1:2379[,H2:2379...]: the machines (Train.nnodes of them) meet, hold their leases and decide in that etcd cluster under /paddledist/<Train.job_id>/ instead (ranks by the platform's rank, else by address; its TLS and user from ETCDCTL_CACERT/CERT/KEY, ETCDCTL_USER, ETCDCTL_PASSWORD)."""
     nnodes: Optional[str] = None
-    """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes): N, or an elastic range MIN:MAX (e.g. 2:4): node 0 waits up to Train.peer_timeout for MAX machines, then continues with those that came when at least MIN did (also after a lost machine, with Train.max_restarts); with Train.dist_ips null (the list is the count) or MIN:MAX with MAX the length of the list and MIN more than half of it (a quorum): the list is a pool, and after a lost machine (with Train.max_restarts) the live listed machines re-form without it, the first of them the hub and rank 0."""
+    """(paddledist) Number of machines with Train.dist_master (paddle's --nnodes): N, or an elastic range MIN:MAX (e.g. 2:4): node 0 waits up to Train.peer_timeout for MAX machines, then continues with those that came when at least MIN did (also after a lost machine, with Train.max_restarts); with Train.dist_ips null (the list is the count) or MIN:MAX with MAX the length of the list and MIN more than half of it (a quorum): the list is a pool, and after a lost machine (with Train.max_restarts) the live listed machines re-form without it in etcd, the first of them rank 0."""
     launch_style: str = "ips"
     """(paddledist) How a machine list (Train.dist_ips, paddle-operator's PADDLE_TRAINERS, Slurm's node list) is handed to paddle's launcher: ips (--ips A,B, as PaddleX documents) or master (--master <first>:Train.port+1 --nnodes N --rank r); ranks and results are the same."""
-    control_plane: str = "builtin"
-    """(paddledist) Where the machines of a Train.dist_ips job meet and watch each other: builtin (the first machine's preflight and heartbeat links on Train.port) or etcd (the job's own etcd: one member on each of the first three listed machines, on the first only with two, clients on Train.port, peers on Train.port+50, authenticated with a job secret; it survives losing any one of three). Train.dist_master=etcd://... always uses that etcd."""
+    control_plane: str = "etcd"
+    """(paddledist) Where the machines meet and watch each other: etcd, the only choice (the job's own etcd with Train.dist_ips or Train.dist_master=host:port: one member on each of the first three listed machines, on the first only with two, on the master's machine in master-address mode; clients on Train.port, peers on Train.port+50, authenticated with a job secret; it survives losing any one of three). Train.dist_master=etcd://... uses that etcd."""
     stall_timeout: Optional[float] = 300.0
     """(paddledist) Stall watchdog: seconds in which no rank on a machine finishes a training step, every process alive, before the job stops on every machine naming the ranks, with each rank's Python stack in its workerlog; counted from the first step, the end of an epoch (evaluation, checkpoints) excluded; 0 or null: off."""
 

@@ -139,7 +139,9 @@ def _validate_master(cfg: Config) -> None:
         raise UserError(f"Train.launch_style: unknown value {cfg.Train.launch_style!r}; use one of "
                         f"{', '.join(LAUNCH_STYLES)}")
     if cfg.Train.control_plane not in CONTROL_PLANES:
-        raise UserError(f"Train.control_plane: unknown value {cfg.Train.control_plane!r}; use one of "
+        was = " (the builtin control plane was removed: the machines meet in etcd)" if cfg.Train.control_plane == \
+            "builtin" else ""
+        raise UserError(f"Train.control_plane: unknown value {cfg.Train.control_plane!r}{was}; use one of "
                         f"{', '.join(CONTROL_PLANES)}")
     parse_nnodes(cfg.Train.nnodes)
     master = cfg.Train.dist_master

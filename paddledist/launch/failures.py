@@ -1,6 +1,6 @@
 """Why a launch failed, told once: which local ranks failed and how (paddle's launcher names them in its
 output; each one's workerlog tail), whether they failed on their own or because their collectives broke, and,
-with the other machines' heartbeat links, whom to blame and whom to tell."""
+with the other machines in etcd, whom to blame and whom to tell."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from paddledist.launch import paddle_texts
 
 
 class PeerLinks(Protocol):
-    """The other machines' supervisors (cluster.heartbeat.Peers): why to stop, whom to blame, whom to tell."""
+    """The other machines' supervisors (cluster.liveness.EtcdPeers): why to stop, whom to blame, whom to tell."""
 
     def check(self) -> Optional[str]: ...
 

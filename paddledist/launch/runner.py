@@ -1,7 +1,7 @@
 """run(argv, env, ...): start paddle's launcher, stream its output, and end everything it started.
 
 The runner polls: every `interval_s` it records the process groups below the launcher and asks each
-watcher, and the other machines' heartbeat links (`peers`), whether the job must stop. On a failed rank it
+watcher, and the other machines in etcd (`peers`), whether the job must stop. On a failed rank it
 names the rank, its node and the tail of its workerlog (failures.py), and first the machine that caused it; a rank
 that failed on its own is told to the other machines at once. SIGINT/SIGTERM/exit end every process the launch
 started; with a `Preemption`, SIGTERM and SIGUSR1 instead ask the ranks to save and leave (a second one ends
@@ -153,7 +153,7 @@ def _pump(stream, out: TextIO, seen: Seen) -> None:
 class _Stop:
     """SIGINT/SIGTERM only set a flag; the poll loop then ends the processes and reports. With a preemption,
     the first SIGTERM/SIGUSR1 is a request to save and leave, passed on by the poll loop (not in the handler:
-    it takes the heartbeat lock the interrupted code may hold)."""
+    it takes the peers' lock the interrupted code may hold)."""
 
     def __init__(self, preemption: Optional[Preemption] = None) -> None:
         self.signum = 0

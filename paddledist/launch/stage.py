@@ -8,7 +8,7 @@ import sys
 from typing import Mapping, Optional, Sequence
 
 from paddledist import cluster
-from paddledist.cluster import auth, etcdserver, pool, poolmeet
+from paddledist.cluster import auth, etcdserver
 from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
@@ -35,8 +35,8 @@ def needs_launch(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
 
 
 _LAST_POOL: list[cluster.ClusterPlan] = []
-"""The plan of this process's last launch when it ran a Train.dist_ips pool, which may have re-formed without
-its first listed machine: the stages after training follow rank 0 to its new machine."""
+"""The plan of this process's last launch, which may have re-formed without its first listed machine (a pool):
+the stages after training follow rank 0 to its new machine."""
 
 
 def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
@@ -67,88 +67,70 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
     _print_choices(plan, env)
     if plan.nnodes > 1 and plan.secret is None and not plan.etcd:
         print(auth.HINT, flush=True)
-    restarts: list[dict] = []
-    if uses_etcd(plan):
-        with EtcdJob(plan, plan.secret) as etcd, Control() as control:
-            return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts, etcd)
-    if pool.is_pool(plan):  # a pool already running without this machine takes it in at its next restart
-        plan, restarts = poolmeet.rejoin(plan)
-    with Control() as control:
-        return _launch_with_restarts(cfg, plan, script, list(script_args), control, restarts)
-
-
-def uses_etcd(plan: cluster.ClusterPlan) -> bool:
-    """The machines meet in etcd: the user's (Train.dist_master=etcd://...) or the job's own."""
-    return plan.nnodes > 1 and plan.control == "etcd"
+    if plan.nnodes < 2:
+        with Control() as control:
+            return _launch_with_restarts(cfg, plan, script, list(script_args), control)
+    with EtcdJob(plan, plan.secret) as etcd, Control() as control:
+        return _launch_with_restarts(cfg, plan, script, list(script_args), control, etcd)
 
 
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
-                          control: Control, restarts: list[dict], etcd: Optional[EtcdJob] = None) -> int:
-    """Preflight and run; after a failure, up to Train.max_restarts times: meet every node again on Train.port
-    and relaunch with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN
-    of them: a new world size continues the schedule by progress; the others do the same on their own; a
-    Train.dist_ips pool re-forms without the machines the loss verdict names, cluster/pool.py)."""
-    # `restarts`: the job's so far when this machine was taken into a running pool, which resumes from latest
-    args = [*script_args, "-o", "Train.resume_path=auto"] if restarts else script_args
-    with poolmeet.Lobby() as lobby:
-        while True:
-            ended = _launch_once(cfg, plan, script, args, control, restarts, lobby, etcd)
-            if ended.code == 0 and control.saved():
-                print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; "
-                      f"exit code {PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue",
-                      flush=True)
-                return PREEMPTED_EXIT
-            if ended.code == 0 or ended.signalled or control.requested():
-                return ended.code
-            if len(restarts) >= cfg.Train.max_restarts:
-                if restarts:
-                    print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
-                          f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
-                return ended.code
-            plan = _regroup(cfg, plan, ended, restarts, lobby, etcd)
-            if plan is None:
-                return ended.code
-            args = [*script_args, "-o", "Train.resume_path=auto"]
-            control.reset()
+                          control: Control, etcd: Optional[EtcdJob] = None) -> int:
+    """Meet and run; after a failure, up to Train.max_restarts times: meet every node again in etcd and relaunch
+    with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN of them: a new
+    world size continues the schedule by progress; a Train.dist_ips pool re-forms without the machines the loss
+    verdict names, cluster/etcdjob.py)."""
+    restarts: list[dict] = []
+    args = script_args
+    while True:
+        ended = _launch_once(cfg, plan, script, args, control, restarts, etcd)
+        if ended.code == 0 and control.saved():
+            print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; "
+                  f"exit code {PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue",
+                  flush=True)
+            return PREEMPTED_EXIT
+        if ended.code == 0 or ended.signalled or control.requested():
+            return ended.code
+        if len(restarts) >= cfg.Train.max_restarts:
+            if restarts:
+                print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
+                      f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
+            return ended.code
+        plan = _regroup(cfg, plan, ended, restarts, etcd)
+        if plan is None:
+            return ended.code
+        args = [*script_args, "-o", "Train.resume_path=auto"]
+        control.reset()
 
 
 def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: list[dict],
-             lobby: poolmeet.Lobby, etcd: Optional[EtcdJob] = None) -> Optional[cluster.ClusterPlan]:
-    """The plan of the next launch (a Train.dist_ips pool: without the lost machine(s), with those that came back,
-    agreed at the hub, cluster/pool.py and poolmeet.py, or in etcd), the restart recorded and announced; None: stop."""
-    plan, line = etcd.next_plan(plan) if etcd else pool.next_plan(plan, ended.cause)
+             etcd: Optional[EtcdJob]) -> Optional[cluster.ClusterPlan]:
+    """The plan of the next launch (a Train.dist_ips pool: without the lost machine(s), with those that came
+    back, agreed in etcd), the restart recorded and announced; None: stop."""
+    plan, line = etcd.next_plan(plan) if etcd else (plan, "")
     if plan is None:
         print(f"paddledist: {line}: {ended.cause}", file=sys.stderr, flush=True)
         return None
     if line:
         print(f"paddledist: {line}", flush=True)
     restarts.append({"cause": ended.cause, **(latest_progress(cfg.Global.output) or {"epoch": 0})})
-    who = (f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes and (etcd or not plan.agreed)
-           else f"all {plan.nnodes} node(s)")
-    where = f"in {etcd.where()}" if etcd else f"on {plan.nodes[0]}:{plan.port}"
+    who = f"at least {plan.min_nodes} of the {plan.nnodes} nodes" if plan.min_nodes else f"all {plan.nnodes} node(s)"
+    again = f"once {who} meet again in {etcd.where()} (up to Train.peer_timeout={plan.peer_timeout}s)" if etcd else ""
     print(f"paddledist: restart {len(restarts)}/{cfg.Train.max_restarts} after: {ended.cause}; relaunching "
-          f"from {cfg.Global.output}/latest once {who} meet again {where} (up to Train.peer_timeout="
-          f"{plan.peer_timeout}s)", flush=True)
-    if etcd or not pool.is_pool(plan):
-        return plan
-    placed = poolmeet.meet(plan, lobby, restarts) if plan.node_rank == 0 else poolmeet.ask(plan)
-    if placed.nodes != plan.nodes:
-        print(f"paddledist: the pool meets on {placed.nnodes} machine(s) {','.join(placed.nodes)}: this node is "
-              f"node {placed.node_rank}", flush=True)
-    return placed
+          f"from {cfg.Global.output}/latest {again}".rstrip(), flush=True)
+    return plan
 
 
 def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list[str], control: Control,
-                 restarts: list[dict], lobby: poolmeet.Lobby, etcd: Optional[EtcdJob] = None) -> Ended:
-    facts = cluster.fingerprint(cfg) if plan.nnodes > 1 else None
-    peers = etcd.meet(plan, facts) if etcd else cluster.preflight(plan, facts)
-    _LAST_POOL[:] = [peers.plan] if etcd else [plan] if pool.is_pool(plan) else []
-    if etcd is None and pool.is_pool(plan) and plan.node_rank == 0:
-        lobby.open(plan)  # Train.port is free again: a listed machine coming back waits there for the next restart
-    if peers is not None and (etcd or not plan.agreed):  # the meeting has just placed every node
+                 restarts: list[dict], etcd: Optional[EtcdJob]) -> Ended:
+    peers = etcd.meet(plan, cluster.fingerprint(cfg), restarts) if etcd else None
+    if restarts and "Train.resume_path=auto" not in args:  # taken into a running pool: go on from its latest
+        args = [*args, "-o", "Train.resume_path=auto"]
+    if peers is not None:  # the meeting has just placed every node
         plan = peers.plan
         if plan.node_rank != 0:
             print(f"paddledist: {plan.summary()}", flush=True)
+    _LAST_POOL[:] = [plan]
     if restarts:  # Train.nnodes MIN:MAX: a relaunch may run on fewer machines than before
         restarts[-1]["nodes"] = plan.nnodes
     argv, env = build(cfg, plan, script, args, os.environ)
@@ -163,8 +145,7 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
                               preemption=preemption)
         finally:
             peers.close()
-            if etcd:
-                etcd.note_end(peers)
+            etcd.note_end(peers)
 
 
 def _preempt(control: Control, peers, why: str, plan: cluster.ClusterPlan) -> None:
@@ -188,8 +169,8 @@ def _follow(control: Control, peers) -> None:
 def _print_command(plan: cluster.ClusterPlan, argv: Sequence[str], env: Mapping[str, str]) -> None:
     print(f"paddledist: command: {command_line(argv)}")
     if not plan.agreed and plan.node_rank != 0:
-        print(f"paddledist: --rank {plan.node_rank} is provisional: node 0 ({plan.nodes[0]}) assigns this "
-              "node's rank at the rendezvous (by address, or the platform's rank)")
+        print(f"paddledist: --rank {plan.node_rank} is provisional: the meeting in etcd assigns this "
+              "node's rank (the master's machine first, then the platform's rank, else by address)")
     print("paddledist: environment changes:")
     print("\n".join(env_changes(os.environ, env)), flush=True)
 
@@ -198,8 +179,7 @@ def _print_choices(plan: cluster.ClusterPlan, env: Mapping[str, str]) -> None:
     names = [n for n in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if n in env]
     chosen = ", ".join(f"{n}={env[n]}" for n in names) or "no socket interface set (unknown)"
     place = (f"in etcd {','.join(plan.etcd)}" if plan.etcd else
-             f"in the job's etcd {','.join(etcdserver.endpoints(plan))}" if uses_etcd(plan) else
-             f"on {plan.nodes[0]}:{plan.port}")
+             f"in the job's etcd {','.join(etcdserver.endpoints(plan))}")
     where = (f"meeting the other {plan.nnodes - 1} node(s) {place} "
              f"(up to Train.peer_timeout={plan.peer_timeout}s)" if plan.nnodes > 1 else "one node")
     print(f"paddledist: {chosen}; {where}", file=sys.stdout, flush=True)

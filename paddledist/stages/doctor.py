@@ -1,6 +1,6 @@
 """The doctor stage (tools/doctor.py, Global.mode=doctor): what to run first on a new cluster.
 
-It goes the way a training job goes (config, plan, the preflight's rendezvous with its version, config and
+It goes the way a training job goes (config, plan, the meeting in etcd with its version, config and
 port checks, paddle's launcher under the supervisor with heartbeats and the stall watchdog), and then in every
 worker: the process group, one all-reduce of ALLREDUCE_MIB through paddle's collectives with its measured
 bandwidth (its result checked), and STEPS training steps of Global.model on random data through the job's

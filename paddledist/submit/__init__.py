@@ -44,7 +44,7 @@ class JobSpec:
     job_id: str
     """Train.job_id: the Slurm job name and the source of the PaddleJob's name."""
     port: int
-    """Train.port: the preflight port on the first machine (the PaddleJob's `master` port is the next one)."""
+    """Train.port: the job's etcd on the first machine (the PaddleJob's `master` port is the next one)."""
     output: str
     """Global.output as configured (relative paths mean the job's working folder)."""
 

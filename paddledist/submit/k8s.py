@@ -4,7 +4,7 @@ owner only), and a Kubeflow PaddleJob (training-operator, kubeflow.org/v1).
 Collective mode (Worker replicas only): the operator gives every pod PADDLE_MASTER (worker 0's address and
 the container port named `master`), PADDLE_NNODES and PADDLE_JOB_ID, but no rank; the training command meets
 there. The manifest adds POD_IP from the downward API, so each pod knows its own address. The `master` port
-is Train.port + 1 (paddle's master), since the machines' own preflight holds Train.port on the same host.
+is Train.port + 1 (paddle's master), since the job's etcd holds Train.port on the same host.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ PEER_PORT = 2380
 
 
 def planned(listed: Sequence[str], me: int, *extra: str):
-    """The ClusterPlan of listed machine `me` for a Train.control_plane=etcd job over `listed` (in process)."""
+    """The ClusterPlan of listed machine `me` for a job over `listed` (in process)."""
     from paddledist.cluster import LocalAddress, plan
     from paddledist.config import load
 
     local = (LocalAddress("lo", "127.0.0.1"), LocalAddress("eth0", listed[me]))
-    cfg = load(None, [f"Train.dist_ips={','.join(listed)}", "Train.control_plane=etcd", *extra])
+    cfg = load(None, [f"Train.dist_ips={','.join(listed)}", *extra])
     return plan(cfg, local=local, env={})
 
 
