@@ -1,10 +1,10 @@
-"""Two machines meet in a real etcd (one member on loopback, the machines' plans in process): a machine that comes
+"""Machines meet in a real etcd (one member on loopback, the machines' plans in process): a machine that comes
 later than Train.heartbeat_timeout after the first still meets it, because a lease is renewed from the moment it
 is granted, not only once the launch runs; a closed view stops following at once; a fixed list that lost a
-machine waits for it at the restart rather than going on without it; and node 0's launcher port in use stops
-every machine with one line before anything is launched; a machine whose ranks failed on their own is named
-by the others as stopped, as with the builtin control plane; and the job's own etcd forms again after a run
-whose member on one machine was killed, leaving its data behind."""
+machine waits for it at the restart rather than going on without it; node 0's launcher port in use stops every
+machine with one line before anything is launched; a machine whose ranks failed on their own is named by the
+others as stopped; the job's own etcd forms again after a run whose member on one machine was killed, leaving
+its data behind; and with one member, its machine is named lost when it stops answering."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.cluster.etcdlink import Store
 from paddledist.cluster.hello import Hello
 from paddledist.cluster.jobkeys import put, read_prefix
+from paddledist.cluster.liveness import EtcdPeers
 from paddledist.cluster.meeting import meet
 from paddledist.errors import UserError
 
@@ -228,3 +229,31 @@ def test_with_two_machines_the_only_member_stays_until_the_other_machine_left(tm
     leaving.join(10)
     assert not leaving.is_alive() and time.monotonic() - start < 3
     jobs[1].__exit__()
+
+
+def test_with_one_member_its_machine_is_named_lost_when_it_stops_answering(tmp_path):
+    """Two machines run one member, on the first: killing it leaves node 1 unable to renew its lease, and node 1
+    names node 0's machine, where the job's etcd was, rather than itself."""
+    client, peer = free_port(), free_port()
+    procs = start_cluster(lambda _, argv, **kw: subprocess.Popen(argv, **kw), ["127.0.0.1"], [0], str(tmp_path),
+                          client, peer)
+    store = Store((f"127.0.0.1:{client}",))
+    store.wait_ready(30, "the test's etcd", "/paddledist/")
+    nodes = ("127.0.0.1", "10.0.0.2")
+    plans = [dataclasses.replace(planned(me), nodes=nodes, names=nodes) for me in (0, 1)]
+    met: dict = {}
+    threads = [threading.Thread(target=lambda k=k: met.update({k: meet(store, plans[k], Hello.of(plans[k]), 1)}))
+               for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    second = EtcdPeers(store, met[1]).start()
+    procs[0].kill()
+    procs[0].wait()
+    try:
+        assert verdict(second, 15).startswith("node 0 (127.0.0.1) lost: the job's etcd there did not answer for "
+                                              "over Train.heartbeat_timeout=2s"), second.verdict
+        assert second.lost == ("127.0.0.1",)
+    finally:
+        second.close()

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Optional
 
+from paddledist.cluster import ports
 from paddledist.cluster.etcdlink import Credentials, EtcdUnavailable, Store, etcd_errors
 from paddledist.cluster.plan import ClusterPlan
 from paddledist.errors import UserError
@@ -70,6 +71,10 @@ class EmbeddedEtcd:
 
     def __enter__(self) -> "EmbeddedEtcd":
         if self.plan.host in members(self.plan):
+            for port, what in ((self.plan.port, "Train.port"), (self.plan.port + PEER_OFFSET, "Train.port + 50")):
+                busy = ports.in_use(port, what, self.plan.who())
+                if busy:  # another job, or a member left running by a supervisor that was killed
+                    raise UserError(busy)
             self._drop_stale_data()
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=self._log(),
                                          stderr=subprocess.STDOUT, start_new_session=True)
