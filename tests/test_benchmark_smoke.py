@@ -1,4 +1,5 @@
-"""benchmarks/scaling.py runs end to end at a tiny size and ends with its JSON summary (no timing asserted)."""
+"""The benchmarks run end to end at a tiny size (scaling.py with its JSON summary, control_plane.py on a real
+etcd); no timing asserted."""
 
 from __future__ import annotations
 
@@ -57,3 +58,14 @@ def test_onednn_probe_reports_the_variants_and_counts_primitives():
     assert results["dygraph fp32"]["ms"] > 0
     # ONEDNN_VERBOSE is parsed: some static-graph variant with FLAGS_use_onednn=1 ran oneDNN primitives.
     assert max(r.get("onednn_per_step", 0) for r in results.values()) > 0
+
+
+def test_the_control_plane_benchmark_meets_names_a_loss_and_stops_on_a_real_etcd():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "control_plane.py"), "--nodes", "3",
+                           "--window", "1", "--interval", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["nodes"] == 3 and row["loss_named"] is True, row
+    for key in ("join_s", "detect_s", "stop_s", "hub_cpu", "members_rss_mb"):
+        assert row[key] >= 0, key
+    assert row["members_rss_mb"] > 0

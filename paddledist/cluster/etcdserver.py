@@ -72,7 +72,7 @@ class EmbeddedEtcd:
     def __enter__(self) -> "EmbeddedEtcd":
         if self.plan.host in members(self.plan):
             for port, what in ((self.plan.port, "Train.port"), (self.plan.port + PEER_OFFSET, "Train.port + 50")):
-                busy = ports.in_use(port, what, self.plan.who())
+                busy = ports.in_use(port, what, self.plan.who(), self.plan.host)  # where the member listens
                 if busy:  # another job, or a member left running by a supervisor that was killed
                     raise UserError(busy)
             self._drop_stale_data()

@@ -12,12 +12,12 @@ from typing import Optional
 import psutil
 
 
-def bind_error(port: int) -> Optional[OSError]:
-    """Why this machine cannot listen on `port` (all addresses, as the job will), or None when it can."""
+def bind_error(port: int, host: str = "") -> Optional[OSError]:
+    """Why this machine cannot listen on `port` (at `host`, all addresses by default), or None when it can."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("", port))
+        sock.bind((host, port))
         return None
     except OSError as e:
         return e
@@ -25,11 +25,12 @@ def bind_error(port: int) -> Optional[OSError]:
         sock.close()
 
 
-def holders(port: int) -> list[tuple[int, str]]:
-    """(pid, command line) of every visible process with a socket on local `port` (TIME_WAIT sockets belong to
-    no process and never block a bind)."""
+def holders(port: int, host: str = "") -> list[tuple[int, str]]:
+    """(pid, command line) of every visible process with a socket on local `port` (at `host` or all addresses,
+    when given; TIME_WAIT sockets belong to no process and never block a bind)."""
     pids = {c.pid for c in psutil.net_connections(kind="tcp")
-            if c.laddr and c.laddr.port == port and c.pid and c.status != psutil.CONN_TIME_WAIT}
+            if c.laddr and c.laddr.port == port and c.pid and c.status != psutil.CONN_TIME_WAIT
+            and (not host or c.laddr.ip in (host, "0.0.0.0", "::"))}
     return sorted((pid, command_line(pid)) for pid in pids)
 
 
@@ -41,20 +42,22 @@ def command_line(pid: int) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def describe_holders(port: int) -> str:
+def describe_holders(port: int, host: str = "") -> str:
     """`pid 123 (python -m http.server 6170)`, or why no holder is named."""
-    found = holders(port)
+    found = holders(port, host)
     if not found:
         return "held by a process this user cannot see (another user or container)"
     return "held by " + ", ".join(f"pid {pid} ({cmd})" for pid, cmd in found)
 
 
-def in_use(port: int, what: str, where: str) -> Optional[str]:
+def in_use(port: int, what: str, where: str, host: str = "") -> Optional[str]:
     """The one-line refusal when this machine cannot listen on `port` (`what` it is for, `where` names the
     machine), or None when it can."""
-    error = bind_error(port)
+    error = bind_error(port, host)
+    if error is not None and error.errno == errno.EADDRNOTAVAIL:  # not an address of this machine: any
+        host, error = "", bind_error(port)
     if error is None:
         return None
-    held = describe_holders(port) if error.errno == errno.EADDRINUSE else error.strerror
+    held = describe_holders(port, host) if error.errno == errno.EADDRINUSE else error.strerror
     return (f"port {port} ({what}) on {where} is in use, {held}; stop that process or choose another "
             "-o Train.port=... (the same on every machine)")
