@@ -57,16 +57,12 @@ def busy_port():
 @pytest.fixture(scope="session")
 def etcd_endpoint(tmp_path_factory):
     """One real etcd member on loopback for the in-process meeting tests: host:port."""
-    from helpers.etcd import start_cluster, wait_healthy
+    from helpers.etcd import loopback_member
 
-    client, peer = free_port(), free_port()
-    folder = tmp_path_factory.mktemp("etcd")
-    procs = start_cluster(lambda _, argv, **kw: subprocess.Popen(argv, **kw), ["127.0.0.1"], [0], str(folder),
-                          client, peer)
-    wait_healthy(lambda argv: subprocess.run(argv, capture_output=True), f"127.0.0.1:{client}")
-    yield f"127.0.0.1:{client}"
-    procs[0].kill()
-    procs[0].wait()
+    proc, endpoint = loopback_member(str(tmp_path_factory.mktemp("etcd")))
+    yield endpoint
+    proc.kill()
+    proc.wait()
 
 
 FAMILIES = ("unit", "multiproc", "multihost", "bench", "models")

@@ -144,7 +144,7 @@ def test_the_master_is_node_0_whatever_its_address(etcd_endpoint):
     port = free_port()
     master = dataclasses.replace(master_node("127.0.0.1", port, 2), nodes=("127.0.0.9", ""))
     joiner = dataclasses.replace(master_node("127.0.0.2", port, 2), nodes=("127.0.0.9", "127.0.0.2"))
-    results = meet(etcd_endpoint, joiner, dataclasses.replace(master, nodes=("127.0.0.9", ""), node_rank=0))
+    results = meet(etcd_endpoint, joiner, master)
     nodes = ("127.0.0.9", "127.0.0.2")
     assert results == [(nodes, 1, True), (nodes, 0, True)]
 

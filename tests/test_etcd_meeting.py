@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import subprocess
 import threading
 import time
 from typing import Optional
@@ -19,7 +18,7 @@ from typing import Optional
 import pytest
 
 from helpers.common import free_port
-from helpers.etcd import planned as etcd_plan, start_cluster
+from helpers.etcd import loopback_member, planned as etcd_plan
 from paddledist.cluster.etcdjob import EtcdJob
 from paddledist.cluster.etcdlink import Store
 from paddledist.cluster.hello import Hello
@@ -35,16 +34,12 @@ LISTED = ("10.0.0.1", "10.0.0.2")
 
 @pytest.fixture
 def store(tmp_path):
-    client, peer = free_port(), free_port()
-    procs = start_cluster(lambda _, argv, **kw: subprocess.Popen(argv, **kw), ["127.0.0.1"], [0], str(tmp_path),
-                          client, peer)
+    proc, endpoint = loopback_member(str(tmp_path))
     try:
-        store = Store((f"127.0.0.1:{client}",))
-        store.wait_ready(30, "the test's etcd", "/paddledist/")
-        yield store
+        yield Store((endpoint,))
     finally:
-        procs[0].kill()
-        procs[0].wait()
+        proc.kill()
+        proc.wait()
 
 
 def planned(me: int):
@@ -234,11 +229,8 @@ def test_with_two_machines_the_only_member_stays_until_the_other_machine_left(tm
 def test_with_one_member_its_machine_is_named_lost_when_it_stops_answering(tmp_path):
     """Two machines run one member, on the first: killing it leaves node 1 unable to renew its lease, and node 1
     names node 0's machine, where the job's etcd was, rather than itself."""
-    client, peer = free_port(), free_port()
-    procs = start_cluster(lambda _, argv, **kw: subprocess.Popen(argv, **kw), ["127.0.0.1"], [0], str(tmp_path),
-                          client, peer)
-    store = Store((f"127.0.0.1:{client}",))
-    store.wait_ready(30, "the test's etcd", "/paddledist/")
+    member, endpoint = loopback_member(str(tmp_path))
+    store = Store((endpoint,))
     nodes = ("127.0.0.1", "10.0.0.2")
     plans = [dataclasses.replace(planned(me), nodes=nodes, names=nodes) for me in (0, 1)]
     met: dict = {}
@@ -249,8 +241,8 @@ def test_with_one_member_its_machine_is_named_lost_when_it_stops_answering(tmp_p
     for t in threads:
         t.join(30)
     second = EtcdPeers(store, met[1]).start()
-    procs[0].kill()
-    procs[0].wait()
+    member.kill()
+    member.wait()
     try:
         assert verdict(second, 15).startswith("node 0 (127.0.0.1) lost: the job's etcd there did not answer for "
                                               "over Train.heartbeat_timeout=2s"), second.verdict

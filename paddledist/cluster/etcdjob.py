@@ -87,10 +87,10 @@ class EtcdJob:
                 else f"the job's etcd {self.store.shown()} did not answer this machine")
         self.store.wait_ready(self.plan.peer_timeout, what, f"{job_prefix(self.plan.job_id)}gen")
 
-    def meet(self, plan: ClusterPlan, facts: Optional[dict], restarts: list = ()) -> EtcdPeers:
+    def meet(self, plan: ClusterPlan, facts: Optional[dict], restarts: Optional[list] = None) -> EtcdPeers:
         """Meet the others at the next generation; a machine left out waits for the one after. `restarts`: the
         job's so far here; the others' longer list (this machine taken into a running pool) is adopted into it."""
-        hello = dataclasses.replace(Hello.of(plan, facts), restarts=tuple(restarts))
+        hello = dataclasses.replace(Hello.of(plan, facts), restarts=tuple(restarts or ()))
         try:
             peers = self._meet(plan, hello)
         except EtcdUnavailable as e:
@@ -98,7 +98,7 @@ class EtcdJob:
                             "machines that reach it go on") from None
         with peers.view._changed:
             known = [list(h.get("restarts") or []) for h in peers.view.hellos.values()]
-        if isinstance(restarts, list) and max(map(len, known), default=0) > len(restarts):
+        if restarts is not None and max(map(len, known), default=0) > len(restarts):
             restarts[:] = max(known, key=len)
         if plan.pool:
             print(f"paddledist: the pool meets on {peers.plan.nnodes} machine(s) {','.join(peers.plan.nodes)}: "

@@ -65,10 +65,6 @@ class Hello:
             return None
         return cls(**values)
 
-    def key(self, plan: ClusterPlan) -> object:
-        """How node 0 files this node: its rank, or before ranks are agreed its address."""
-        return self.node if plan.agreed else self.address
-
 
 _KINDS = {"job": str, "nodes": list, "node": int, "names": list, "address": str, "rank": (int, type(None)),
           "agreed": bool, "style": str, "master_port": int, "origin": str, "kind": str, "nproc": int, "facts": dict,
@@ -79,12 +75,8 @@ def _as_tuple(kind) -> tuple:
     return kind if isinstance(kind, tuple) else (kind,)
 
 
-def mismatch(mine: Hello, theirs: Hello, who: Optional[str] = None) -> Optional[str]:
-    """Why a joining node cannot be part of this job, or None. `who`: how to name it when its place is already
-    decided (the etcd meeting's plan); else from its claimed index, which must then be a joining node's."""
-    placed = who is not None
-    who = who or (f"node {theirs.node} ({_address(mine, theirs.node)})" if mine.agreed
-                  else f"the machine at {theirs.address}")
+def mismatch(mine: Hello, theirs: Hello, who: str) -> Optional[str]:
+    """Why a machine of the plan (named `who`) cannot be part of this job next to the first (`mine`), or None."""
     for key, what in (("job", "Train.job_id"), ("kind", "Global.device kind"),
                       ("nproc", "number of processes per machine (Global.device ids)")):
         if getattr(theirs, key) != getattr(mine, key):
@@ -93,18 +85,12 @@ def mismatch(mine: Hello, theirs: Hello, who: Optional[str] = None) -> Optional[
     different = nodes_mismatch(who, mine, theirs)
     if different:
         return different
-    if not placed and not 0 < theirs.node < len(mine.nodes):
-        return f"a peer claims to be node {theirs.node!r}, which is not a joining node"
     found = differences(mine.facts, theirs.facts)
     if found:
         more = f" (and {len(found) - _MAX_SHOWN} more)" if len(found) > _MAX_SHOWN else ""
         return (f"{who} differs from node 0: {'; '.join(found[:_MAX_SHOWN])}{more}; every machine needs the same "
                 "code, config and dataset")
     return None
-
-
-def _address(mine: Hello, node: int) -> str:
-    return mine.nodes[node] if 0 <= node < len(mine.nodes) else "?"
 
 
 def nodes_mismatch(who: str, mine: Hello, theirs: Hello) -> Optional[str]:
@@ -117,11 +103,11 @@ def nodes_mismatch(who: str, mine: Hello, theirs: Hello) -> Optional[str]:
         return f"{who} counts {len(b)} machines, node 0 {len(a)}; run the same config on every machine"
     if not mine.agreed:  # only the master is known to all; its name may differ (Kubeflow: IP vs pod name)
         if a[0] != b[0]:
-            return f"{who} meets the master at {b[0]} (from {show(theirs.names)}), node 0 is {a[0]}; {_FIX_NAMES}"
+            return f"{who} meets the master at {b[0]} (from {_show(theirs.names)}), node 0 is {a[0]}; {_FIX_NAMES}"
     elif theirs.names != mine.names:
-        return (f"{who} has machines {show(theirs.names)}, node 0 has {show(mine.names)}; "
+        return (f"{who} has machines {_show(theirs.names)}, node 0 has {_show(mine.names)}; "
                 "run the same config on every machine")
-    elif a != b:  # compared whole first: node 0 checks every joining node's list
+    elif a != b:
         k = next(k for k in range(len(a)) if a[k] != b[k])
         name = (mine.names or a)[k]
         return f"{who}: {name!r} resolves to {b[k]} there, to {a[k]} on node 0; {_FIX_NAMES}"
@@ -130,6 +116,6 @@ def nodes_mismatch(who: str, mine: Hello, theirs: Hello) -> Optional[str]:
     return None
 
 
-def show(value: object) -> str:
+def _show(value: object) -> str:
     """A list as the comma-separated text a user wrote it in."""
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

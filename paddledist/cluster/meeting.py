@@ -183,7 +183,7 @@ def _check_agreement(view: GenerationView, placed: ClusterPlan) -> None:
 def _missing(view: GenerationView, plan: ClusterPlan, expected: tuple, store: Store) -> str:
     reach = f"check they can reach the job's etcd {store.shown()}"
     with view._changed:  # every machine that registered (one that timed out first has left since)
-        came = set(view.hellos) | set(view.nodes)
+        came = set(view.hellos)
     if plan.agreed:
         missing = ", ".join(f"node {(plan.pool or plan.nodes).index(a)} ({a})" for a in expected
                             if a not in came)

@@ -139,8 +139,8 @@ def _validate_master(cfg: Config) -> None:
         raise UserError(f"Train.launch_style: unknown value {cfg.Train.launch_style!r}; use one of "
                         f"{', '.join(LAUNCH_STYLES)}")
     if cfg.Train.control_plane not in CONTROL_PLANES:
-        was = " (the builtin control plane was removed: the machines meet in etcd)" if cfg.Train.control_plane == \
-            "builtin" else ""
+        removed = cfg.Train.control_plane == "builtin"
+        was = " (the builtin control plane was removed: the machines meet in etcd)" if removed else ""
         raise UserError(f"Train.control_plane: unknown value {cfg.Train.control_plane!r}{was}; use one of "
                         f"{', '.join(CONTROL_PLANES)}")
     parse_nnodes(cfg.Train.nnodes)

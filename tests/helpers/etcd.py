@@ -61,3 +61,15 @@ def wait_healthy(run: Callable, endpoints: str, timeout: float = 30) -> None:
             return
         time.sleep(0.3)
     raise AssertionError(f"etcd {endpoints} did not become healthy within {timeout}s")
+
+
+def loopback_member(folder: str) -> tuple[subprocess.Popen, str]:
+    """One member on 127.0.0.1 at free ports, healthy: (its process, its client endpoint host:port)."""
+    from helpers.common import free_port
+
+    client, peer = free_port(), free_port()
+    procs = start_cluster(lambda _, argv, **kw: subprocess.Popen(argv, **kw), ["127.0.0.1"], [0], folder, client,
+                          peer)
+    endpoint = f"127.0.0.1:{client}"
+    wait_healthy(lambda argv: subprocess.run(argv, capture_output=True), endpoint)
+    return procs[0], endpoint
