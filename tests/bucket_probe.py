@@ -32,19 +32,28 @@ def main(compression: str) -> None:
     params = [*body.parameters(), *head_a.parameters(), *head_b.parameters()]
     sync = BucketSync(params, DistEnv(rank, world), bucket_mb=0.002, compression=compression)  # 524 floats each
     optimizer = paddle.optimizer.SGD(parameters=params)  # only its gradients are cleared
+    # The local gradients are read from a twin without the sync: the synced buckets are all-reduced in place
+    # while backward still runs, so reading them after backward could see part of the sum (it did, under load).
+    twin = [paddle.nn.Linear(8, 300), paddle.nn.Linear(300, 4), paddle.nn.Linear(300, 4)]
+    for copy, layer in zip(twin, (body, head_a, head_b)):
+        copy.set_state_dict(layer.state_dict())
+    twin_params = [p for layer in twin for p in layer.parameters()]
     local, mean, sent_after_skips, inside = [], [], [], []
     for step in range(3):
         for m in range(3):
             x = paddle.to_tensor(np.random.default_rng(100 * step + 10 * rank + m).normal(size=(5, 8)), "float32")
-            h = body(x)
+            h, t = body(x), twin[0](x)
             loss = head_a(h).square().sum() + (head_b(h).square().sum() if rank else 0)
+            (twin[1](t).square().sum() + (twin[2](t).square().sum() if rank else 0)).backward()
             with sync.skip() if m < 2 else contextlib.nullcontext():
                 if rank == 1:
                     time.sleep(0.2)
                 loss.backward()
             if m < 2:
                 sent_after_skips.append(sync.sent)
-        local.append([np.zeros(p.shape).tolist() if p.grad is None else p.grad.numpy().tolist() for p in params])
+        local.append([np.zeros(p.shape).tolist() if p.grad is None else p.grad.numpy().tolist() for p in twin_params])
+        for p in twin_params:
+            p.clear_gradient(False)
         sync()
         mean.append([p.grad.numpy().tolist() for p in params])
         inside.append(all(bucket_holds(sync, k, p) for k, p in enumerate(sync.params)))
