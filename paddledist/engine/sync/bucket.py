@@ -178,8 +178,7 @@ class BucketSync:
             self._done.release()
 
     def _exchange(self, b: int) -> None:
-        """All-reduce bucket b (the sum; the training thread scales it to the mean after backward: scaling here,
-        as each all-reduce ended, gave an unscaled sum on paddle 3.0 in one CI run, docs/benchmarks.md)."""
+        """All-reduce bucket b: the sum (the training thread scales it to the mean after backward)."""
         internals.global_all_reduce(self.flat[b] if self.wire_dtype is None else self.wire[b]).wait()
 
     def __call__(self) -> None:
