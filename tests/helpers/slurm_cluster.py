@@ -2,7 +2,9 @@
 apt-get when missing, as root, once per machine), a private munged, slurmctld and node01's slurmd on
 namespace host 0, node02's slurmd on host 1 (one slurmd per host, each in its own network namespace).
 Host names resolve through /etc/netns/<namespace>/hosts, which `ip netns exec` binds over /etc/hosts.
-Everything lives under the test's temporary folder and is stopped and removed afterwards.
+Everything lives in a short folder under /tmp (Unix socket paths, such as slurmstepd's
+spool/node01/node01_1.4294967291, must fit in 108 bytes; pytest-xdist's tmp_path is too deep for that) and is
+stopped and removed afterwards.
 
     cluster = slurm_cluster(2)            # fixture: skips with the reason where Slurm cannot be installed
     cluster.client(["srun", "-N2", "hostname"])   # a client command, run on host 0 with SLURM_CONF set
@@ -17,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence
@@ -72,6 +75,12 @@ def hosts_files(hosts: NetnsHosts, names: Mapping[str, str]) -> Iterator[None]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+SOCKET_PATH_MAX = 107
+"""sun_path holds 108 bytes with the terminating NUL."""
+STEPD_SOCKET = "spool/node00/node00_99999.4294967291"
+"""The longest socket a test's job makes: slurmstepd's for a batch step (step id 0xfffffffb)."""
+
+
 SLURM_CONF = """\
 ClusterName={cluster}
 SlurmctldHost={hostname}({ctl})
@@ -119,6 +128,8 @@ class SlurmCluster:
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
 
     def start(self) -> "SlurmCluster":
+        if len(str(self.root / STEPD_SOCKET)) > SOCKET_PATH_MAX:
+            raise RuntimeError(f"{self.root} is too deep for slurmstepd's Unix sockets ({SOCKET_PATH_MAX} bytes)")
         for folder in ("state", "spool"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         nodes = "\n".join(f"NodeName={n} NodeAddr={a} CPUs=2 RealMemory=1000 State=UNKNOWN"
@@ -196,7 +207,7 @@ def _wait_for(ready, timeout: float, message) -> None:
 
 
 @pytest.fixture
-def slurm_cluster(tmp_path):
+def slurm_cluster():
     """`slurm_cluster(n) -> SlurmCluster`: n namespace hosts running Slurm (node01..), with hosts files naming
     them; all stopped and removed after the test. Skips only where Slurm or namespaces cannot be had."""
     made: list[tuple[SlurmCluster, contextlib.ExitStack]] = []
@@ -210,7 +221,9 @@ def slurm_cluster(tmp_path):
         except NetnsUnavailable as e:
             unavailable(str(e))
         stack = contextlib.ExitStack()
-        cluster = SlurmCluster(hosts, tmp_path / "slurm")
+        root = Path(tempfile.mkdtemp(prefix="pd-slurm-", dir="/tmp"))
+        stack.callback(shutil.rmtree, root, ignore_errors=True)
+        cluster = SlurmCluster(hosts, root)
         made.append((cluster, stack))
         stack.enter_context(hosts_files(hosts, dict(zip(cluster.nodes, hosts.addresses))))
         return cluster.start()
