@@ -111,7 +111,7 @@ def test_cli_prints_the_notice_once_at_start(tmp_path):
     assert done.stderr.count("accepted PaddleX keys with no effect here: Predict.use_hpip\n") == 1
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc  # the reference may come from `pip download` (a process) on a fresh machine
 def test_every_shipped_paddlex_module_config_loads():
     # each whole file as PaddleX ships it (tests/helpers/paddlex_ref.py reads them from the paddlex wheel)
     from helpers.paddlex_ref import module_configs

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 OVERRIDES = [f"Global.dataset_dir={REPO / 'dataset' / 'digits'}", "Train.num_classes=10", "Global.device=cpu"]
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc  # PaddleX's configs may come from `pip download` (a process)
 def test_every_paddlex_model_name_is_registered():
     names = model_names()
     assert len(names) >= 80, names
@@ -34,7 +34,7 @@ def dry_run(config: Path, cwd: Path) -> tuple[str, subprocess.CompletedProcess]:
     return config.stem, subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.unit
+@pytest.mark.multiproc  # PaddleX's configs may come from `pip download` (a process)
 def test_every_model_s_official_weights_are_the_url_its_paddlex_config_names():
     """`pretrain_weight_path: default` (weights.source) means the registry's URL: for every PaddleX model it is
     the one PaddleX's own module config trains from."""
