@@ -16,6 +16,8 @@ from paddledist.engine.distenv import DistEnv
 if __name__ == "__main__":
     pdist.init_parallel_env()
     rank, world = pdist.get_rank(), pdist.get_world_size()
-    internals.check_global_all_reduce(int(sys.argv[1]))
-    chosen = gradsync.choose("auto", "cpu", DistEnv(rank, world, nnodes=2), 1000, 1 << 40, arch="x86_64")
-    print(json.dumps({"rank": rank, "missing": internals.missing("global_all_reduce"), "chosen": chosen}), flush=True)
+    why = internals.check_global_all_reduce(int(sys.argv[1]))
+    missing = internals.with_job_checks({"global_all_reduce": why})
+    chosen = gradsync.choose("auto", "cpu", DistEnv(rank, world, nnodes=2), 1000, 1 << 40, arch="x86_64",
+                             missing=missing)
+    print(json.dumps({"rank": rank, "missing": missing("global_all_reduce"), "chosen": chosen}), flush=True)

@@ -117,7 +117,6 @@ def test_a_disagreeing_setting_is_a_failed_entry_and_one_line(tmp_path, monkeypa
 
     monkeypatch.setattr(verify, "run_program", broken)
     monkeypatch.setattr(verify, "settings_here", lambda: ([verify.PLAIN, verify.ONEDNN], {"gpu/paddle": "none"}))
-    monkeypatch.setattr(verify, "_WARNED", set())
     cfg = config(tmp_path, "LeNet", "32")
     spec = export_to(tmp_path, cfg, build_model("LeNet", 10, 32))
     plain, onednn = spec[verify.SECTION]["settings"]
@@ -126,6 +125,12 @@ def test_a_disagreeing_setting_is_a_failed_entry_and_one_line(tmp_path, monkeypa
     assert onednn["max_abs_diff"] == pytest.approx(0.01, rel=1e-3) and onednn["tolerance"] == verify.TOLERANCE
     lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("paddledist:")]
     assert len(lines) == 1 and "LeNet" in lines[0] and "cpu/mkldnn" in lines[0] and "0.01" in lines[0], lines
+    # a training run's exporter (one `warned` for all its checkpoints) says it once; a new run says it again
+    warned: set = set()
+    for _ in range(2):
+        export.write_inference(cfg, build_model("LeNet", 10, 32), str(tmp_path / "again"), "w", warned=warned)
+    export.write_inference(cfg, build_model("LeNet", 10, 32), str(tmp_path / "again"), "w", warned=set())
+    assert sum(line.startswith("paddledist: export:") for line in capfd.readouterr().err.splitlines()) == 2
 
 
 @pytest.mark.unit
@@ -162,7 +167,6 @@ onednn_here = pytest.mark.skipif(not internals.has_onednn(), reason="this paddle
 @pytest.fixture
 def real_disagreement(tmp_path, monkeypatch, capfd):  # capfd first: it sees the export's line
     """TinyNet exported as export does it: paddle's own oneDNN run disagrees (no injected fault)."""
-    monkeypatch.setattr(verify, "_WARNED", set())
     cfg = config(tmp_path, "LeNet", "32")
     paddle.seed(0)
     return cfg, export_to(tmp_path, cfg, TinyNet())

@@ -18,7 +18,7 @@ import functools
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import paddle
@@ -227,23 +227,24 @@ CAPABILITIES = {c.name: c for c in (
 )}
 
 
-_FAILED_IN_JOB: dict[str, str] = {}
-"""Capabilities whose check needs every rank (a collective) and failed in this job: name -> why."""
-
-
-def check_global_all_reduce(world_size: int) -> None:
+def check_global_all_reduce(world_size: int) -> Optional[str]:
     """The computing half of global_all_reduce's probe: a SUM of ones from every rank must be the world size.
-    Every rank calls it at the same point (engine/sync's build, before the sync is chosen), so all see one answer."""
+    Why not, or None (right, or already missing here). Every rank calls it at the same point (engine/sync's
+    build, before the sync is chosen), so all see one answer; `with_job_checks` folds it into `missing`."""
     if missing("global_all_reduce") is not None:
-        return
+        return None
     try:
         ones = paddle.ones([2], dtype="float32")
         global_all_reduce(ones).wait()
         got = ones.numpy().tolist()
     except Exception as e:  # noqa: BLE001  (a private API can fail any way; the job goes on without it)
         got = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-    if got != [float(world_size)] * 2:
-        _FAILED_IN_JOB["global_all_reduce"] = f"a SUM over {world_size} ranks gave {got}"
+    return None if got == [float(world_size)] * 2 else f"a SUM over {world_size} ranks gave {got}"
+
+
+def with_job_checks(found: Mapping[str, Optional[str]]) -> Callable[[str], Optional[str]]:
+    """`missing`, with what checks that need every rank found in this job (name -> why, or None)."""
+    return lambda name: found.get(name) or missing(name)
 
 
 def disabled(environ=None) -> set[str]:
@@ -272,7 +273,7 @@ def missing(name: str) -> Optional[str]:
         raise KeyError(name)
     if name in disabled():
         return f"disabled by {DISABLE_VAR}"
-    return _FAILED_IN_JOB.get(name) or _probe(name)
+    return _probe(name)
 
 
 def failure(names, check: Callable[[str], Optional[str]] = missing) -> Optional[str]:

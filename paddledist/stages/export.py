@@ -49,9 +49,11 @@ def run(cfg: Config, dist: DistEnv) -> None:
     print(f"paddledist: export: {path} -> {final} ({', '.join(sorted(os.listdir(final)))})", flush=True)
 
 
-def write_inference(cfg: Config, model, folder: str, weight_path: str, labels: Optional[list[str]] = None) -> None:
+def write_inference(cfg: Config, model, folder: str, weight_path: str, labels: Optional[list[str]] = None,
+                    warned: Optional[set] = None) -> None:
     """The inference program, its parameters and PaddleX's inference.yml into `folder` (created); `labels`: the
-    class names when the caller has them (training, at every checkpoint), else read as label_names does."""
+    class names when the caller has them (training, at every checkpoint), else read as label_names does;
+    `warned`: the disagreements already printed (training passes one set for all its checkpoints)."""
     os.makedirs(folder, exist_ok=True)
     rec = recipe(cfg)
     pir = with_pir(cfg, os.environ)
@@ -59,7 +61,7 @@ def write_inference(cfg: Config, model, folder: str, weight_path: str, labels: O
     save_program(model, (rec.input_height, rec.input_size), prefix, pir)
     checked = verify.verify(model, prefix + (".json" if pir else ".pdmodel"), prefix + ".pdiparams",
                             rec.input_height, rec.input_size)
-    verify.warn_disagreements(cfg.Global.model, checked)
+    verify.warn_disagreements(cfg.Global.model, checked, set() if warned is None else warned)
     atomic_write(os.path.join(folder, "inference.yml"),
                  yaml.safe_dump({**inference_yml(cfg, weight_path, labels), verify.SECTION: checked},
                                 sort_keys=False, allow_unicode=True))

@@ -116,8 +116,8 @@ def _model(cfg: Config, rec, pretrain, is_main: bool):
 
 def _hooks(cfg: Config, dist: DistEnv, val_loader, own_latest: bool, labels: list[str]) -> list:
     """The trainer's hooks; the per-checkpoint export gets the label names read once here."""
-    exporter = (functools.partial(export.write_inference, cfg, labels=labels) if cfg.Train.uniform_output_enabled
-                else None)
+    exporter = (functools.partial(export.write_inference, cfg, labels=labels, warned=set())
+                if cfg.Train.uniform_output_enabled else None)
     hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest, exporter), ResultHook(),
              DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]

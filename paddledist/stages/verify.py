@@ -110,17 +110,14 @@ def verify(model, program: str, params: str, height: int, width: int,
             "settings": entries, "not_run": dict(skipped or {})}
 
 
-_WARNED: set = set()
-
-
-def warn_disagreements(model_name: str, verified: dict) -> None:
-    """One stderr line per failed setting (once per model and setting in a process: the train hooks verify
-    every epoch)."""
+def warn_disagreements(model_name: str, verified: dict, warned: set) -> None:
+    """One stderr line per failed setting not yet in `warned` (the caller's: a training run's exporter keeps
+    one across its checkpoints), which it joins."""
     for entry in verified["settings"]:
         key = (model_name, entry["name"])
-        if entry["passed"] or key in _WARNED:
+        if entry["passed"] or key in warned:
             continue
-        _WARNED.add(key)
+        warned.add(key)
         what = (f"max |difference| of a probability {entry['max_abs_diff']} > {entry['tolerance']}"
                 if entry.get("error") is None else f"it fails to run: {entry['error']}")
         print(f"paddledist: export: {model_name}'s exported program disagrees with the model under "

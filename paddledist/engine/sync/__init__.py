@@ -72,9 +72,11 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float 
     params = [p for p in model.parameters() if not p.stop_gradient]
     nbytes = 4 * int(flat_bounds(params)[-1])
     shared = SharedStep.supports(optimizer, scaler)
-    if dist.distributed and kind == "cpu" and mode in ("auto", "bucket"):
-        internals.check_global_all_reduce(dist.world_size)  # a collective: every rank, here, before the choice
-    chosen = choose(mode, kind, dist, block_size(params, dist.world_size, shared), shm_free_bytes())
+    found = {}
+    if dist.distributed and kind == "cpu" and mode in ("auto", "bucket"):  # a collective: every rank, before the choice
+        found["global_all_reduce"] = internals.check_global_all_reduce(dist.world_size)
+    chosen = choose(mode, kind, dist, block_size(params, dist.world_size, shared), shm_free_bytes(),
+                    missing=internals.with_job_checks(found))
     if chosen == "none":
         return model, optimizer, NoSync()
     if dist.is_main:
