@@ -24,19 +24,29 @@ from paddledist.launch.stall import StallWatch, watching
 REPO = Path(__file__).resolve().parent.parent
 
 # A "rank": reports a few steps, then blocks inside a function whose name the stack dump must show.
+# "late": the stack signal is held back for LATE_S seconds (as a loaded machine may run the handler late).
 RANK = textwrap.dedent("""
-    import os, sys, time
-    from paddledist.engine.progress import Progress, install_stack_dump
+    import os, signal, sys, time
+    from paddledist.engine.progress import STACK_SIGNAL, Progress, install_stack_dump
     install_stack_dump()
     progress = Progress.from_env(os.environ, int(sys.argv[1]))
     for step in range(3):
         progress.beat(f"after epoch 1 step {step + 1}/9", busy=sys.argv[2] == "busy" and step == 2)
+    held = sys.argv[2] == "late"
+    if held:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL})
+    start = time.monotonic()
     def blocked_inside_a_step():
         while True:
             time.sleep(0.05)
+            if held and time.monotonic() - start > float(sys.argv[3]):
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {STACK_SIGNAL})
     print("ready", flush=True)
     blocked_inside_a_step()
 """)
+
+
+LATE_S = 4.0
 
 
 def plan(node: int = 0) -> ClusterPlan:
@@ -48,7 +58,7 @@ def plan(node: int = 0) -> ClusterPlan:
 def start_rank(folder: Path, tmp_path: Path, rank: int, mode: str = "steps") -> tuple[subprocess.Popen, Path]:
     log = tmp_path / f"workerlog.{rank}"
     env = {**os.environ, PROGRESS_DIR_ENV: str(folder), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", RANK, str(rank), mode], env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", RANK, str(rank), mode, str(LATE_S)], env=env, stdout=subprocess.PIPE,
                             stderr=open(log, "w"), text=True)
     assert proc.stdout.readline().strip() == "ready"
     return proc, log
@@ -122,6 +132,24 @@ def test_a_stopped_rank_is_named_as_stopped_and_continued_to_dump_its_stack(tmp_
         assert message.startswith(f"stalled: rank 1 (local rank 0 on node 1 (10.0.0.2), pid {proc.pid}, last "
                                   "report: after epoch 1 step 3/9) stopped advancing: its process was stopped"), message
         assert f"stacks in {tmp_path / 'workerlog.0'}" in message
+        assert "in blocked_inside_a_step" in log.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.multiproc
+def test_the_job_is_ended_only_after_a_late_stack_dump_is_written(tmp_path):
+    """A rank that runs the stack handler LATE_S seconds after the signal: the watchdog waits for it (it once
+    waited a fixed second, and the job's end cut a dump on a loaded machine half-way)."""
+    folder = tmp_path / "progress"
+    folder.mkdir()
+    proc, log = start_rank(folder, tmp_path, 0, mode="late")
+    watch = StallWatch(str(folder), 1.0, plan(), str(tmp_path))
+    try:
+        started = time.monotonic()
+        assert wait_for(watch, 5 + LATE_S).startswith("stalled: no rank on node 0")
+        assert time.monotonic() - started >= LATE_S - 0.5
         assert "in blocked_inside_a_step" in log.read_text()
     finally:
         proc.kill()

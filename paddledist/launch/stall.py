@@ -30,8 +30,9 @@ from paddledist.cluster import ClusterPlan
 from paddledist.engine.progress import PROGRESS_DIR_ENV, STACK_SIGNAL, Report, read_reports
 
 STOPPED = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
-DUMP_WAIT_S = 1.0
-"""Time for the signalled ranks to write their stacks before the job is ended."""
+DUMP_WAIT_MAX_S = 10.0
+"""The longest wait for the signalled ranks to write their stacks (a fixed second was not enough on a loaded
+machine: the job was ended half-way through a dump); most take milliseconds."""
 BLAME_WAIT_S = 5.0
 """How long ranks that are merely waiting wait for word of a cause on another machine."""
 
@@ -116,11 +117,34 @@ def _state(pid: int) -> Optional[str]:
 
 
 def dump_stacks(reports: Sequence[Report], stopped: Sequence[Report]) -> None:
-    """STACK_SIGNAL to every rank; a stopped one is continued after it (the pending signal runs on waking)."""
+    """STACK_SIGNAL to every rank; a stopped one is continued after it (the pending signal runs on waking).
+    Returns once every rank has run faulthandler's handler: the signal neither pending nor blocked by a thread
+    that did not block it before (the handler blocks its own signal while it writes)."""
+    before = {r.pid: _signal_masks(r.pid, STACK_SIGNAL)[1] for r in reports}
     for r in reports:
         with contextlib.suppress(OSError):
             os.kill(r.pid, STACK_SIGNAL)
     for r in stopped:
         with contextlib.suppress(OSError):
             os.kill(r.pid, signal.SIGCONT)
-    time.sleep(DUMP_WAIT_S)
+    deadline = time.monotonic() + DUMP_WAIT_MAX_S
+    while time.monotonic() < deadline:
+        masks = {r.pid: _signal_masks(r.pid, STACK_SIGNAL) for r in reports}
+        if not any(pending or blocking - before[pid] for pid, (pending, blocking) in masks.items()):
+            return
+        time.sleep(0.05)
+
+
+def _signal_masks(pid: int, sig: int) -> tuple[bool, set[int]]:
+    """(whether `sig` waits to be delivered to process `pid`, the threads that block it), from Linux's /proc;
+    elsewhere, or for a process that is gone: (False, empty)."""
+    bit, pending, blocking = 1 << (sig - 1), False, set()
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+                pending |= bool((int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)) & bit)
+                if int(fields["SigBlk"], 16) & bit:
+                    blocking.add(int(tid))
+    return pending, blocking
