@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
         cfg = load(None, overrides)
         if needs_launch(cfg, os.environ):
             forwarded = [a for a in argv if a != "--dry-run"]
-            return launch_stage(cfg, os.path.abspath(__file__), forwarded, args.dry_run)
+            return launch_stage(cfg, os.path.abspath(__file__), forwarded, args.dry_run).code
     except UserError as e:
         print(f"paddledist: error: {e}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT

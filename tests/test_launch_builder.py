@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import paddle  # noqa: F401  (here, not in a unit test: its first import runs ldd, which/nvcc...)
 import pytest
 
 from paddledist.cluster import LocalAddress, plan
@@ -137,7 +138,7 @@ def test_dry_run_prints_node_command_and_env_and_writes_nothing(tmp_path, capsys
     out = tmp_path / "out"
     cfg = load(None, [f"Global.output={out}", "Train.dist_ips=10.0.0.1,10.0.0.2", "Train.node_ip=10.0.0.2"])
     script = os.path.abspath(__file__)
-    assert launch_stage(cfg, script, ["-o", "Global.mode=train"], dry_run=True) == 0
+    assert launch_stage(cfg, script, ["-o", "Global.mode=train"], dry_run=True).code == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("paddledist: this node = node 1 of 2 (10.0.0.2 interface unknown, Train.node_ip; "
                                "rank 1 of world size 2)")

@@ -66,18 +66,17 @@ def test_a_four_machine_list_with_min_2_exits_2_at_start_with_one_line(tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
-def test_after_the_pool_re_formed_the_stages_after_training_run_on_its_new_first_machine(monkeypatch):
+def test_after_the_pool_re_formed_the_stages_after_training_run_on_its_new_first_machine():
     from paddledist.launch import stage
 
     cfg = load(None, [THREE, "Train.nnodes=2:3", "Train.node_ip=10.0.0.2"])
-    monkeypatch.setattr(stage, "_LAST_POOL", [])
     assert not stage.is_first_machine(cfg, env={})  # as listed, 10.0.0.1 is first
     survivors = placed_on(pool_plan(), ("10.0.0.2", "10.0.0.3"))  # 10.0.0.1 lost: this machine is rank 0 now
-    monkeypatch.setattr(stage, "_LAST_POOL", [survivors])
-    assert stage.is_first_machine(cfg, env={})
+    assert stage.is_first_machine(cfg, env={}, last=survivors)
     third = load(None, [THREE, "Train.nnodes=2:3", "Train.node_ip=10.0.0.3"])
-    monkeypatch.setattr(stage, "_LAST_POOL", [placed_on(pool_plan("10.0.0.3"), ("10.0.0.2", "10.0.0.3"))])
-    assert not stage.is_first_machine(third, env={})
+    assert not stage.is_first_machine(third, env={}, last=placed_on(pool_plan("10.0.0.3"), ("10.0.0.2", "10.0.0.3")))
+    other = load(None, ["Train.dist_ips=10.0.0.2,10.0.0.3", "Train.node_ip=10.0.0.3"])
+    assert not stage.is_first_machine(other, env={}, last=survivors)  # another pool's plan is not followed
 
 
 def placed_on(plan, nodes: tuple):

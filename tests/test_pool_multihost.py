@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,9 @@ POOL = ("Train.nnodes=2:3", "Train.max_restarts=1")
 def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_same_math(netns_hosts, uninterrupted, tmp_path):  # noqa: F811,E501
     hosts = netns_hosts(3)
     want = uninterrupted(hosts, tmp_path)
-    procs = start(hosts, tmp_path, "pool", list_command(hosts.addresses, *POOL))
+    argv = list_command(hosts.addresses, *POOL, "Global.mode=train,export")
+    argv[1] = str(Path(argv[1]).with_name("main.py"))  # Global.mode: export follows training, on the first machine
+    procs = start(hosts, tmp_path, "pool", argv)
     wait_for_text(tmp_path / "host0" / "out" / "logs" / "train.rank0.log", f"epoch 2/{EPOCHS} iter 10/", procs,
                   timeout=300)
     kill_host(hosts, procs, 0)
@@ -53,6 +56,10 @@ def test_the_first_host_lost_for_good_the_other_two_re_form_and_finish_with_the_
         print(f"host {i}: largest parameter difference to the uninterrupted run {difference:.2e}")
         assert difference <= 1e-5, difference
     assert not pids_in(hosts, 1) and not pids_in(hosts, 2)
+    # the re-formed pool's rank 0 (host 1) exports its best model; host 2 is not the first machine any more
+    assert (tmp_path / "host1" / "out" / "inference" / "inference.yml").is_file(), output(tmp_path, "pool", 1)
+    assert "export runs on the first machine of Train.dist_ips only; skipped here" in output(tmp_path, "pool", 2)
+    assert not (tmp_path / "host2" / "out" / "inference").exists()
 
 
 LONGER = "Train.epochs_iters=8"

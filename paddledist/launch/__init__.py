@@ -5,7 +5,7 @@ Imports nothing of paddle: it must start fast and work where paddle's GPU build 
 
 from paddledist.launch.builder import build, command_line, env_changes, log_dir
 from paddledist.launch.runner import run
-from paddledist.launch.stage import in_worker, is_first_machine, launch_stage, needs_launch
+from paddledist.launch.stage import Launched, in_worker, is_first_machine, launch_stage, needs_launch
 
-__all__ = ["build", "command_line", "env_changes", "in_worker", "is_first_machine", "launch_stage", "log_dir",
-           "needs_launch", "run"]
+__all__ = ["Launched", "build", "command_line", "env_changes", "in_worker", "is_first_machine", "launch_stage",
+           "log_dir", "needs_launch", "run"]

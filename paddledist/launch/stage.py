@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from paddledist import cluster
@@ -34,25 +35,28 @@ def needs_launch(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
     return cluster.machine_count(cfg, env) > 1 or parse_device(cfg.Global.device).nproc > 1
 
 
-_LAST_POOL: list[cluster.ClusterPlan] = []
-"""The plan of this process's last launch, which may have re-formed without its first listed machine (a pool):
-the stages after training follow rank 0 to its new machine."""
+@dataclass(frozen=True)
+class Launched:
+    """How a stage ended: its exit code, and the plan of its last launch (None: it ran in this process). A pool
+    may have re-formed without its first listed machine: the stages after it follow rank 0 there."""
+    code: int
+    plan: Optional[cluster.ClusterPlan] = None
 
 
-def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ) -> bool:
+def is_first_machine(cfg: Config, env: Mapping[str, str] = os.environ,
+                     last: Optional[cluster.ClusterPlan] = None) -> bool:
     """True for a one-machine job, else whether this machine is node 0 (where rank 0 and the results live; in
-    master-address mode the machine holding the master's address; after a pool re-formed, its first live
-    machine). Raises UserError when this machine is not one of the job's machines, a one-entry Train.dist_ips
-    included (it names the machine to train on)."""
+    master-address mode the machine holding the master's address; after `last`, an earlier stage's launch of
+    the same pool, its first live machine). UserError when this machine is not one of the job's machines."""
     if cluster.machine_count(cfg, env) < 2 and not cfg.Train.dist_ips:
         return True
     listed = cluster.plan(cfg, env=env)
-    if _LAST_POOL and _LAST_POOL[-1].pool == listed.pool:
-        return _LAST_POOL[-1].node_rank == 0
+    if last is not None and last.pool == listed.pool:
+        return last.node_rank == 0
     return listed.node_rank == 0
 
 
-def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: bool) -> int:
+def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: bool) -> Launched:
     """Plan, check, build and (unless dry_run) run the launcher that re-executes `script` in every worker;
     restarts after failures (Train.max_restarts) and preemption (exit PREEMPTED_EXIT) are handled here."""
     plan = dataclasses.replace(cluster.plan(cfg), secret=auth.job_secret(cfg.Train.job_secret_file))
@@ -63,7 +67,7 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
     print(f"paddledist: {plan.summary()}", flush=True)
     if dry_run:
         _print_command(plan, argv, env)
-        return 0
+        return Launched(0, plan)
     _print_choices(plan, env)
     if plan.nnodes > 1 and plan.secret is None and not plan.etcd:
         print(auth.HINT, flush=True)
@@ -75,7 +79,7 @@ def launch_stage(cfg: Config, script: str, script_args: Sequence[str], dry_run: 
 
 
 def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, script_args: list[str],
-                          control: Control, etcd: Optional[EtcdJob] = None) -> int:
+                          control: Control, etcd: Optional[EtcdJob] = None) -> Launched:
     """Meet and run; after a failure, up to Train.max_restarts times: meet every node again in etcd and relaunch
     with Train.resume_path=auto (the same set of nodes, or with Train.nnodes MIN:MAX at least MIN of them: a new
     world size continues the schedule by progress; a Train.dist_ips pool re-forms without the machines the loss
@@ -83,22 +87,22 @@ def _launch_with_restarts(cfg: Config, plan: cluster.ClusterPlan, script: str, s
     restarts: list[dict] = []
     args = script_args
     while True:
-        ended = _launch_once(cfg, plan, script, args, control, restarts, etcd)
+        ended, ran = _launch_once(cfg, plan, script, args, control, restarts, etcd)
         if ended.code == 0 and control.saved():
             print(f"paddledist: preempted: every rank saved {cfg.Global.output}/latest at the same step; "
                   f"exit code {PREEMPTED_EXIT}: run the same command with Train.resume_path=auto to continue",
                   flush=True)
-            return PREEMPTED_EXIT
+            return Launched(PREEMPTED_EXIT, ran)
         if ended.code == 0 or ended.signalled or control.requested():
-            return ended.code
+            return Launched(ended.code, ran)
         if len(restarts) >= cfg.Train.max_restarts:
             if restarts:
                 print(f"paddledist: giving up after {len(restarts)} restart(s) (Train.max_restarts="
                       f"{cfg.Train.max_restarts}): {ended.cause}", file=sys.stderr, flush=True)
-            return ended.code
+            return Launched(ended.code, ran)
         plan = _regroup(cfg, plan, ended, restarts, etcd)
         if plan is None:
-            return ended.code
+            return Launched(ended.code, ran)
         args = [*script_args, "-o", "Train.resume_path=auto"]
         control.reset()
 
@@ -122,7 +126,8 @@ def _regroup(cfg: Config, plan: cluster.ClusterPlan, ended: Ended, restarts: lis
 
 
 def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list[str], control: Control,
-                 restarts: list[dict], etcd: Optional[EtcdJob]) -> Ended:
+                 restarts: list[dict], etcd: Optional[EtcdJob]) -> tuple[Ended, cluster.ClusterPlan]:
+    """One launch to its end, and the plan it ran under (the meeting's)."""
     peers = etcd.meet(plan, cluster.fingerprint(cfg), restarts) if etcd else None
     if restarts and "Train.resume_path=auto" not in args:  # taken into a running pool: go on from its latest
         args = [*args, "-o", "Train.resume_path=auto"]
@@ -130,7 +135,6 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
         plan = peers.plan
         if plan.node_rank != 0:
             print(f"paddledist: {plan.summary()}", flush=True)
-    _LAST_POOL[:] = [plan]
     if restarts:  # Train.nnodes MIN:MAX: a relaunch may run on fewer machines than before
         restarts[-1]["nodes"] = plan.nnodes
     argv, env = build(cfg, plan, script, args, os.environ)
@@ -139,10 +143,10 @@ def _launch_once(cfg: Config, plan: cluster.ClusterPlan, script: str, args: list
     # each launch its own progress folder for the stall watchdog: a relaunch starts with no stale reports
     with stall.watching(cfg.Train.stall_timeout, plan, log_dir(cfg, plan), env, peers) as (env, watchers):
         if peers is None:
-            return run_to_end(argv, env, plan, watchers, preemption=preemption)
+            return run_to_end(argv, env, plan, watchers, preemption=preemption), plan
         try:
             return run_to_end(argv, env, plan, [*watchers, lambda: _follow(control, peers)], peers=peers.start(),
-                              preemption=preemption)
+                              preemption=preemption), plan
         finally:
             peers.close()
             etcd.note_end(peers)

@@ -12,10 +12,14 @@ import os
 import signal
 import sys
 from importlib import import_module
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 from paddledist.config import Config, to_yaml
 from paddledist.errors import UserError
+
+if TYPE_CHECKING:
+    from paddledist.cluster import ClusterPlan
+    from paddledist.launch import Launched
 
 DISTRIBUTED = ("train", "evaluate", "doctor")
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker.py")
@@ -45,10 +49,12 @@ def run_pipeline(cfg: Config, config_path: str, overrides: list[str], dry_run: b
     notice = inert_notice(cfg)
     if notice:
         print(notice, file=sys.stderr, flush=True)
+    last = None  # the last launch's plan: after a pool re-formed, later stages follow rank 0 to its machine
     for stage in cfg.Global.mode:
-        code = run_stage(cfg, stage, config_path, overrides, dry_run)
-        if code != 0:
-            return code
+        done = run_stage(cfg, stage, config_path, overrides, dry_run, last)
+        if done.code != 0:
+            return done.code
+        last = done.plan or last
     return 0
 
 
@@ -93,16 +99,18 @@ def _collective_broke(error: RuntimeError, rank: int) -> int:
     return 1
 
 
-def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], dry_run: bool) -> int:
+def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], dry_run: bool,
+              last: Optional[ClusterPlan] = None) -> Launched:
+    """One stage here or through the launcher; `last`: an earlier stage's launch plan (launch.is_first_machine)."""
     import dataclasses
 
     from paddledist import launch
 
     staged = dataclasses.replace(cfg, Global=dataclasses.replace(cfg.Global, mode=(stage,)))
-    first = launch.is_first_machine(cfg)  # refuses a machine that Train.dist_ips does not list
+    first = launch.is_first_machine(cfg, last=last)  # refuses a machine that Train.dist_ips does not list
     if stage in FIRST_MACHINE_ONLY and not first:
         print(f"paddledist: {stage} runs on the first machine of Train.dist_ips only; skipped here", flush=True)
-        return 0
+        return launch.Launched(0)
     # In a dry run, weights an earlier train stage would write do not exist yet: its own check covers the rest.
     trained_before = "train" in cfg.Global.mode[:cfg.Global.mode.index(stage)]
     if stage in DISTRIBUTED and (dry_run or launch.needs_launch(cfg)) and not (dry_run and trained_before):
@@ -113,13 +121,13 @@ def run_stage(cfg: Config, stage: str, config_path: str, overrides: list[str], d
     if dry_run:
         print(f"paddledist: dry run: {stage} would run in this process (1 process, device {cfg.Global.device})")
         print(to_yaml(staged))
-        return 0
+        return launch.Launched(0)
     if stage == "train":
-        return run_preemptible(staged)
+        return launch.Launched(run_preemptible(staged))
     from paddledist.engine.distenv import DistEnv
 
     _stage_runner(stage)(staged, DistEnv())
-    return 0
+    return launch.Launched(0)
 
 
 PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
