@@ -38,3 +38,41 @@ def test_no_file_of_the_package_is_longer_than_300_lines():
     assert len(files) > 50
     long = [f"{p.relative_to(REPO)} ({n} lines)" for p in files if (n := len(p.read_text().splitlines())) > 300]
     assert not long, long
+
+
+def module_imports(root: Path) -> dict[str, set[str]]:
+    """paddledist module -> the paddledist modules it imports anywhere in its text (in functions and under
+    TYPE_CHECKING too: a circle is one whether or not Python's import order happens to tolerate it)."""
+    files = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in root.glob("paddledist/**/*.py")}
+
+    def known(name: str) -> str:
+        while name not in files and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets |= {known(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [base]).strip(".")
+                targets |= {known(f"{base}.{a.name}") for a in node.names}
+        graph[name] = {t for t in targets if t in files and t != name}
+    return graph
+
+
+def test_no_module_of_the_package_imports_itself_through_another():
+    from graphlib import CycleError, TopologicalSorter
+
+    graph = module_imports(REPO)
+    assert len(graph) > 50 and graph["paddledist.stages.predict"] >= {"paddledist.inference.verify"}
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as e:
+        pytest.fail(f"an import circle: {' -> '.join(e.args[1])}")

@@ -1,4 +1,4 @@
-"""Exports check their own answers (stages/verify.py): for every model family a small model is exported and its
+"""Exports check their own answers (inference/verify.py): for every model family a small model is exported and its
 program, run under every predictor setting this machine has (plain CPU; oneDNN where the build has it; GPU
 where present), agrees with the dygraph model, as inference.yml's Verified section says; a setting that
 disagrees is a failed entry and one stderr line, and predict never runs it."""
@@ -17,7 +17,8 @@ from paddledist.models import build_model
 from paddledist.models.convnext import ChannelsFirstLayerNorm
 from paddledist.models.recipe import recipe
 from paddledist.models.registry import FAMILIES, REGISTRY
-from paddledist.stages import export, predict, verify
+from paddledist.inference import verify
+from paddledist.stages import export, predict
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "configs" / "image_classification.yaml")
@@ -74,7 +75,7 @@ def test_the_exported_program_agrees_with_the_model_under_every_setting_here(fam
     section = spec[verify.SECTION]
     here, not_run = verify.settings_here()
     assert [e["name"] for e in section["settings"]] == [s.name for s in here]
-    if internals.has_onednn():  # ConvNeXt's oneDNN case among them (stages/verify.py, convnext.py)
+    if internals.has_onednn():  # ConvNeXt's oneDNN case among them (inference/verify.py, convnext.py)
         assert verify.ONEDNN in here
     for entry in section["settings"]:
         assert entry["passed"] is True and entry["max_abs_diff"] <= verify.TOLERANCE == entry["tolerance"], entry

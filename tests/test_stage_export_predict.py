@@ -17,6 +17,7 @@ from PIL import Image
 from paddledist.config import load
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
+from paddledist.inference.preprocess import preprocess
 from paddledist.stages import export, predict
 
 pytestmark = pytest.mark.multiproc
@@ -149,7 +150,7 @@ def test_predict_preprocessing_equals_the_evaluation_transform(shape):
     from paddledist.data.pipeline import Transform, preprocess_spec
 
     image = np.random.RandomState(sum(shape)).randint(0, 256, shape).astype(np.uint8)
-    assert np.array_equal(predict.preprocess(image, preprocess_spec(32)), Transform(32, False, False)(image))
+    assert np.array_equal(preprocess(image, preprocess_spec(32)), Transform(32, False, False)(image))
 
 
 def test_top_k_is_capped_by_the_class_count():
@@ -179,7 +180,7 @@ def test_export_follows_the_models_recipe(tmp_path, size, side, resize_short):
     ops = spec["PreProcess"]["transform_ops"]
     assert ops[0]["ResizeImage"]["resize_short"] == resize_short and ops[1]["CropImage"]["size"] == side
     image = np.random.RandomState(side).randint(0, 256, (50, 70, 3)).astype(np.uint8)
-    assert np.array_equal(predict.preprocess(image, ops), Transform.of(recipe(cfg), False, False)(image))
+    assert np.array_equal(preprocess(image, ops), Transform.of(recipe(cfg), False, False)(image))
     program = paddle.jit.load(str(tmp_path / "out" / "inference" / "inference"))
     x = paddle.to_tensor(Transform.of(recipe(cfg), False, False)(image)[None])
     model.eval()
@@ -239,6 +240,6 @@ def test_text_line_models_take_non_square_inputs_everywhere(tmp_path, size, shap
         assert Transform.of(rec, train, True)(image).shape == (3, *shape)
     ops = export.inference_yml(load(CONFIG, [*base, f"Train.input_size={size}"]), "w")["PreProcess"]["transform_ops"]
     assert ops[0]["ResizeImage"]["size"] == [shape[1], shape[0]] and "CropImage" not in str(ops)
-    assert np.array_equal(predict.preprocess(image, ops), Transform.of(rec, False, False)(image))
+    assert np.array_equal(preprocess(image, ops), Transform.of(rec, False, False)(image))
     with pytest.raises(UserError, match="smallest input of 64 px"):
         recipe(load(CONFIG, [*base, "Train.input_size=32"]))

@@ -23,6 +23,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from paddledist.inference.predictor import infer, make_predictor
+
 TOLERANCE = 1e-4
 """Max |difference| of a class probability. fp32 kernels that sum in another order (oneDNN's convolutions,
 matmuls, reductions) move probabilities by ~1e-7..1e-5 on the models here; a setting that computes something
@@ -77,8 +79,6 @@ def reference(model, batch: np.ndarray) -> np.ndarray:
 
 
 def run_program(program: str, params: str, setting: Setting, batch: np.ndarray) -> np.ndarray:
-    from paddledist.stages.predict import infer, make_predictor
-
     return infer(make_predictor(program, params, setting.run_mode, setting.device), batch)
 
 

@@ -29,7 +29,7 @@ class ChannelsFirstLayerNorm(nn.Layer):
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         # centred * centred, not PaddleClas's .pow(2) (the same numbers): an exported .pow(2) runs as a plain-CPU
         # square between oneDNN ops, and paddle's PIR inplace_pass (3.0.0, 3.3.1) let it overwrite `centred`,
-        # which the division still reads (probabilities off by up to 0.26 under oneDNN; stages/verify.py)
+        # which the division still reads (probabilities off by up to 0.26 under oneDNN; inference/verify.py)
         centred = x - x.mean(1, keepdim=True)
         x = centred / paddle.sqrt((centred * centred).mean(1, keepdim=True) + self.epsilon)
         return self.weight[:, None, None] * x + self.bias[:, None, None]

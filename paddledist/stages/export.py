@@ -7,7 +7,7 @@ Global.export_with_pir, or FLAGS_json_format_model unset or true, as PaddleX 3.7
 beside them is PaddleX's (Global.model_name, PreProcess.transform_ops, PostProcess.Topk with the label names), so
 paddlex.create_model and PaddleX pipelines load the folder. The exported program ends in a softmax, so it outputs
 class probabilities (like PaddleX's exported classifiers). The program is then run under every predictor setting
-this machine has and compared with the model (stages/verify.py): inference.yml's `Verified` section. Everything
+this machine has and compared with the model (inference/verify.py): inference.yml's `Verified` section. Everything
 is written into a temporary folder first and renamed into place, so a failed export leaves any previous model as it was.
 Runs on the first machine only, in one process, on CPU (tracing needs no accelerator).
 """
@@ -27,7 +27,8 @@ from paddledist.errors import UserError
 from paddledist.fsio import atomic_write, guarded, remove
 from paddledist.models import check_model_name
 from paddledist.models.recipe import recipe
-from paddledist.stages import verify, weights
+from paddledist.inference import verify
+from paddledist.stages import weights
 
 FOLDER, PREFIX, INPUT_NAME, TOPK = "inference", "inference", "x", 5
 

@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
 
 from paddledist.config import Config, parse_device
 from paddledist.config.safeload import read_yaml
@@ -20,14 +19,12 @@ from paddledist.data.formats import DecodeError, decode_image
 from paddledist.engine.distenv import DistEnv
 from paddledist.engine.results import write_json
 from paddledist.errors import UserError
+from paddledist.inference import verify
+from paddledist.inference.predictor import PROGRAM_FILES, RUN_MODES, infer, make_predictor
+from paddledist.inference.preprocess import TRANSFORM_OPS, preprocess
 
 RESULT = "predict_result.json"
-RUN_MODES = ("paddle", "mkldnn")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
-PROGRAM_FILES = ("inference.json", "inference.pdmodel")  # paddle 3 (PIR) writes .json, older paddle .pdmodel
-PIL_INTERPOLATION = {"NEAREST": Image.NEAREST, "LINEAR": Image.BILINEAR, "BILINEAR": Image.BILINEAR,
-                     "BICUBIC": Image.BICUBIC, "BOX": Image.BOX, "LANCZOS4": Image.LANCZOS}
-"""PaddleX's names for PIL's filters (its _PIL_INTERP_DICT)."""
 SHOWN = 20
 """Images summarised on stdout; the json holds all."""
 
@@ -126,8 +123,6 @@ def _is_paddlex_spec(spec) -> bool:
 def verified_setting(spec: dict, run_mode: str, device: str) -> tuple[str, str]:
     """(run_mode, device) as asked, unless export found the program disagreeing with its model there
     (inference.yml's Verified section): then plain CPU kernels, said in one line."""
-    from paddledist.stages import verify
-
     bad = verify.failed(spec, parse_device(device).kind, run_mode)
     if bad is None or verify.failed(spec, "cpu", "paddle") is not None:
         return run_mode, device  # nothing better to offer when plain kernels failed too (export said so)
@@ -137,81 +132,6 @@ def verified_setting(spec: dict, run_mode: str, device: str) -> tuple[str, str]:
           f"there ({why}, paddle {spec[verify.SECTION].get('paddle_version')}); running plain CPU kernels "
           "(run_mode paddle)", flush=True)
     return "paddle", "cpu"
-
-
-def make_predictor(program: str, params: str, run_mode: str, device: str):
-    import paddle
-    from paddle import inference
-
-    config = inference.Config(program, params)
-    spec = parse_device(device)
-    if spec.kind == "gpu":
-        if not paddle.is_compiled_with_cuda():
-            raise UserError(f"Global.device={device} but this paddle build has no GPU support; "
-                            "install paddlepaddle-gpu or use -o Global.device=cpu")
-        config.enable_use_gpu(256, spec.ids[0])
-    else:
-        config.disable_gpu()
-        _cpu_kernels(config, run_mode)
-    config.disable_glog_info()
-    return inference.create_predictor(config)
-
-
-def _cpu_kernels(config, run_mode: str) -> None:
-    """paddle: plain CPU kernels; mkldnn: oneDNN where this build has it (else a note and plain kernels)."""
-    from paddledist import paddle_internals as internals
-
-    if run_mode == "mkldnn":
-        if internals.has_onednn():
-            config.enable_mkldnn()
-        else:
-            print("paddledist: predict: this paddle build has no oneDNN; running plain CPU kernels", flush=True)
-    else:
-        config.disable_mkldnn()
-
-
-def preprocess(image: np.ndarray, ops: list[dict]) -> np.ndarray:
-    """HWC uint8 RGB -> CHW float32 through inference.yml's transform_ops, read as PaddleX's predictor reads them."""
-    for op in ops:
-        (name, args), = op.items()
-        image = TRANSFORM_OPS[name](image, **(args or {}))
-    return image
-
-
-def _resize(image: np.ndarray, size=None, resize_short=None, backend="cv2", interpolation="LINEAR") -> np.ndarray:
-    height, width = image.shape[:2]
-    if size is not None:
-        width, height = (size, size) if isinstance(size, int) else size
-    else:
-        scale = resize_short / min(height, width)
-        width, height = round(width * scale), round(height * scale)
-    if backend != "pil":
-        raise UserError(f"inference.yml: ResizeImage backend {backend!r} needs OpenCV; paddledist resizes with PIL "
-                        "(backend: pil), as its own exports say")
-    if (width, height) == image.shape[1::-1]:
-        return image
-    return np.asarray(Image.fromarray(image).resize((width, height), PIL_INTERPOLATION[interpolation.upper()]))
-
-
-def _crop(image: np.ndarray, size=224) -> np.ndarray:
-    width, height = (size, size) if isinstance(size, int) else size
-    top, left = (image.shape[0] - height) // 2, (image.shape[1] - width) // 2
-    if top < 0 or left < 0:
-        raise UserError(f"inference.yml: CropImage size {size} is larger than the resized image {image.shape[:2]}")
-    return image[top:top + height, left:left + width]
-
-
-def _normalize(image: np.ndarray, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), scale=1 / 255,
-               order="", channel_num=3) -> np.ndarray:
-    # PaddleX's arithmetic: x * (scale / std) - mean / std, in float32
-    alpha = np.asarray([scale / s for s in std], np.float32)
-    beta = np.asarray([-m / s for m, s in zip(mean, std)], np.float32)
-    return image.astype(np.float32) * alpha + beta
-
-
-TRANSFORM_OPS = {"ResizeImage": _resize, "CropImage": _crop, "NormalizeImage": _normalize,
-                 "ToCHWImage": lambda image: image.transpose(2, 0, 1)}
-"""The transform_ops PaddleX's image-classification predictor knows, in the order it runs them."""
 
 
 def predict_batch(predictor, spec: dict, paths: list[str]) -> list[dict]:
@@ -225,14 +145,6 @@ def predict_batch(predictor, spec: dict, paths: list[str]) -> list[dict]:
         probs = infer(predictor, np.stack(list(arrays.values())))
         entries.update({path: top_k(path, row, spec["PostProcess"]["Topk"]) for path, row in zip(arrays, probs)})
     return [entries[p] for p in paths]
-
-
-def infer(predictor, batch: np.ndarray) -> np.ndarray:
-    handle = predictor.get_input_handle(predictor.get_input_names()[0])
-    handle.reshape(list(batch.shape))
-    handle.copy_from_cpu(np.ascontiguousarray(batch))
-    predictor.run()
-    return predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu()
 
 
 def top_k(path: str, probs: np.ndarray, post: dict) -> dict:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 import paddle
 
 from paddledist import paddle_internals as internals
+from paddledist.engine.distenv import DistEnv
 
-if TYPE_CHECKING:
-    from paddledist.engine.sync.shm import ShmSync
+
+class Block(Protocol):
+    """What the step reads of the shm sync's shared block (engine/sync/shm.py's ShmSync)."""
+    params: list
+    bounds: Sequence[int]
+    dist: DistEnv
+    seeded: np.ndarray
+    mean: np.ndarray
+    pieces: list
+
+    def _wait(self, ready: Callable[[], bool], late: Callable[[], list]) -> None: ...
 
 
 class SharedStep:
@@ -31,7 +41,7 @@ class SharedStep:
         return (scaler is None and internals.missing("shared_momentum_step") is None
                 and internals.momentum_kind(optimizer))
 
-    def share(self, sync: ShmSync, params: np.ndarray, velocity: np.ndarray) -> None:
+    def share(self, sync: Block, params: np.ndarray, velocity: np.ndarray) -> None:
         """Rank 0 puts its parameters and velocities (equal on every rank: broadcast, or one checkpoint) in the
         block; then every rank's parameters and velocity tensors point at them."""
         opt = self.optimizer
