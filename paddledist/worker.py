@@ -1,17 +1,10 @@
 """The script paddle.distributed.launch starts in every worker process (it runs `python <file>.py args`).
 
-Part of the package, so an installed wheel trains without a source checkout's tools/. Run as a file, Python
-puts this folder first on sys.path, where paddledist's own subpackages (config, data, models...) would shadow
-top-level modules of the same names; the package's parent folder goes there instead.
-
-A worker that finished leaves through `leave`: Python's exit handlers run (paddle's own, the data loader's
-shared-memory clean-up), output is flushed, and the process ends without the C-level teardown that follows.
-That teardown ran the C++ static destructors of paddle while rank 0's TCP-store daemon thread was still
-serving: the daemon saw its connections break mid-teardown and aborted, and the main thread then crashed in
-MKL's finaliser (SIGSEGV, exit -11) after the rank had written everything (about 1 finished 2-process job in
-30 under load; a core dump showed both threads). Everything a run keeps is written atomically and fsynced
-before this point, so nothing is lost by skipping it.
-"""
+Part of the package, so an installed wheel trains without a source checkout's tools/; the package's parent
+folder, not this one, goes first on sys.path (paddledist's subpackages would shadow top-level modules).
+A finished worker leaves through `leave`: exit handlers run and output is flushed, then the process ends
+without the C-level teardown, whose paddle destructors crashed about 1 job in 30 under load (TCP-store thread
+still serving, then MKL's finaliser: SIGSEGV) after everything was written: docs/design_notes.md, "Worker exit"."""
 
 import os
 import sys

@@ -76,3 +76,12 @@ def test_no_module_of_the_package_imports_itself_through_another():
         TopologicalSorter(graph).prepare()
     except CycleError as e:
         pytest.fail(f"an import circle: {' -> '.join(e.args[1])}")
+
+
+def test_no_docstring_of_the_package_is_longer_than_12_lines():
+    """The why in a few lines; the essay goes in docs/ (docs/design_notes.md)."""
+    long = [f"{p.relative_to(REPO)}:{getattr(node, 'lineno', 1)} ({len(doc.splitlines())} lines)"
+            for p in REPO.glob("paddledist/**/*.py") for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and (doc := ast.get_docstring(node, clean=False)) and len(doc.splitlines()) > 12]
+    assert not long, long

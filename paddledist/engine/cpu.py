@@ -1,27 +1,9 @@
 """MKL's code path on AMD CPUs (Train.fast_mkl_on_amd), and glibc malloc keeping freed memory for reuse.
 
-paddle's GEMM (conv2d is im2col + matmul on CPU) comes from Intel's mklml, which on a non-Intel CPU takes a
-generic code path: on a 2-core AMD EPYC, 29 GFLOP/s per core against 78 with MKL_DEBUG_CPU_TYPE=5 (the AVX2
-path), which this mklml still honours; a ResNet18 step (32x32, batch 32) went from ~650 ms to ~250 ms of CPU
-time (docs/benchmarks.md). On Intel CPUs the variable would disable AVX-512, so it is only set on AMD.
-
-Off by default for now: per step, the gradients of batch 64 and of 2 x 32 agree to 1e-7 (relative) on either
-path, but the AVX2 kernels round differently for different batch sizes, and over a LeNet epoch on the bundled
-digits 1 process x batch 64 vs 2 ranks x batch 32 ended 1.5e-3 apart at Global.seed=7 (about 1e-7 at seeds
-1-3, and at seed 7 on the generic path): past the 1e-4 that tests/test_trainer.py asks. (Likely a ReLU or
-max-pool tie on the uniform backgrounds flipped by a last-bit difference.)
-
-MKL reads the variable at its first call, so setting it in the running process before any computation is
-enough. A value the user exported (even an empty one) is kept.
-
-paddle's CPU allocations go through malloc. glibc hands buffers above its mmap threshold back to the kernel on
-free and trims the heap top above its trim threshold (both grow only to a few MiB by themselves), so every
-training step faulted its activations and gradients in again: ResNet18 at 32x32, batch 32, made ~11,000 page
-faults and ~22 ms of kernel time a step on our VM. `keep_freed_memory` raises both thresholds in the running
-process (mallopt: its allocations above 32 MiB still get their own mapping, and up to 1 GiB of free heap is
-kept): no page faults in the steady state and steps 5-15% faster in alternating runs (docs/benchmarks.md).
-Settings the user made (MALLOC_*_ variables or glibc.malloc tunables, which glibc read at start) are kept.
-"""
+On AMD, mklml takes a generic GEMM path unless MKL_DEBUG_CPU_TYPE=5 (about 2.6x faster ResNet18 steps); off by
+default because its kernels round differently per batch size. `keep_freed_memory` raises glibc's mmap and
+trim thresholds so steady-state steps fault in no memory (5-15% faster). Values the user set are kept.
+Measurements and reasons: docs/design_notes.md, "CPU speed"; docs/benchmarks.md."""
 
 from __future__ import annotations
 

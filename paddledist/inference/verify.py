@@ -1,19 +1,11 @@
 """An exported program checks its own answers: run it under every predictor setting a user will meet here and
 compare with the dygraph model it came from.
 
-After `export.save_program` (the export stage and the per-checkpoint `inference/` the train hooks write), the
-program runs on one fixed input (2 images of the model's input size, standard normal, numpy seed 0: the scale of
-normalised images) under plain CPU kernels, oneDNN where this paddle build has it, and the GPU where one is
-present; the class probabilities are compared with the dygraph model's (with the same softmax). The result
-goes into inference.yml as its `Verified` section (PaddleX's reader ignores sections it does not know), and a
-setting that disagrees is one stderr line. `predict` reads the section and never runs a setting that failed.
-
-Why: with the same program and weights, a predictor's graph passes can change the answer. paddle's PIR
-`inplace_pass` under oneDNN (3.0.0 and 3.3.1) let a plain-CPU `square` write over a value a later op still read
-(the value had gone through `onednn_to_paddle_layout`, which hands on its input's memory): ConvNeXt's
-channels-first LayerNorm made its probabilities wrong by 8e-3 (1000 classes) to 0.26 (10 classes) on a random
-input with random weights, until convnext.py stopped using that pattern (docs/user_guide.md, "export").
-"""
+One fixed input (2 standard-normal images, numpy seed 0) runs under plain CPU kernels, oneDNN where the build
+has it and the GPU where one is present; the class probabilities are compared with the dygraph model's. The
+result is inference.yml's `Verified` section; a disagreeing setting is one stderr line, and predict never runs
+a setting that failed. Why (paddle's PIR inplace_pass under oneDNN once broke ConvNeXt): docs/architecture.md,
+"Exports check their own answers"."""
 
 from __future__ import annotations
 

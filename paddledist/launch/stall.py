@@ -1,18 +1,12 @@
 """The stall watchdog (after Horovod's stall inspector): a job whose ranks all stopped finishing steps while
-every process is alive (a collective deadlocked, a rank stopped or stuck) is stopped on every machine, naming
-the ranks and where they are, with each rank's Python stack written to its workerlog.
+every process is alive is stopped on every machine, naming the ranks, with each rank's Python stack in its
+workerlog.
 
-Each launch gets a fresh progress folder (engine/progress.py); the workers rewrite their file after every
-step. The watchdog, one of the runner's watchers, counts from the first report (start-up, data loading and the
-first step's compilation never trip it) and skips while any rank reports a `busy` phase (the end of an
-epoch), unless a rank's process is stopped. When no local rank reported for Train.stall_timeout seconds, it makes
-every local rank dump its stack (faulthandler on SIGUSR2; a stopped process cannot run a handler, so it is continued
-right after the signal
-and dumps on waking), then:
-- a stopped process here (SIGSTOP, a debugger) is the cause: named and told to the other machines at once;
-- otherwise this machine's ranks may only wait for another's: it waits briefly for word of a cause elsewhere
-  (as the runner does for broken collectives), else names its own ranks.
-"""
+Workers rewrite a progress file after every step (engine/progress.py). Counting from the first report and
+never during a `busy` phase (unless a process is stopped), when no local rank reported for
+Train.stall_timeout seconds every local rank dumps its stack (faulthandler on SIGUSR2; a stopped one is
+continued to do it). A stopped process here is the cause, told to the other machines at once; otherwise this
+machine waits briefly for word of a cause elsewhere, else names its own ranks."""
 
 from __future__ import annotations
 

@@ -1,22 +1,10 @@
 """MobileNetV4 (Qin et al., 2024) as PaddleClas defines it (ppcls legendary_models.mobilenet_v4).
 
-A 3x3 stride-2 conv-BN-act stem, one flat `blocks` Sequential of four kinds, then global pool, a 1x1
-conv-BN-act to 1280 and a linear classifier:
-- `cn`: conv-BN-act;
-- `er` (edge residual, FusedIB): k x k conv-BN-act expansion, 1x1 conv-BN projection;
-- `uir` (universal inverted bottleneck): optional depthwise conv-BN at the start, 1x1 expansion conv-BN-act,
-  optional depthwise conv-BN-act in the middle (it carries the stride), 1x1 projection conv-BN;
-- `mqa` (mobile multi-query attention, hybrid nets): batch norm, `heads` query heads of kv_dim channels and
-  ONE shared key and value head, computed after an optional strided depthwise conv-BN ("spatial reduction"),
-  softmax(q k^T / sqrt(heads * kv_dim)) v, a 1x1 output projection.
-Every block but `cn` adds its input when stride and width allow; the hybrid nets scale every uir and mqa
-output by a learnt per-channel LayerScale (initialised at 1e-5) first. Stochastic depth: block i of n gets
-rate drop_path_rate * i / n, on the residual branch, or on the whole output of a `cn` block.
-As in PaddleClas, batch norms are exempt from L2 decay, and the classifier's dropout (PaddleX's drop_rate)
-is built but never applied, so drop_rate changes nothing. Every width is a multiple of 8 at PaddleClas's
-only scale (1.0), so its _make_divisible rounding is the identity and is left out.
-Parameter names equal PaddleClas's: `conv_stem`, `blocks.{i}.<part>`, `conv_head`, `classifier`.
-"""
+A conv-BN-act stem, one flat `blocks` Sequential of four kinds (`cn` conv-BN-act, `er` edge residual, `uir`
+universal inverted bottleneck, `mqa` mobile multi-query attention in the hybrid nets), global pool, a 1x1
+conv-BN-act to 1280 and a linear classifier. Parameter names equal PaddleClas's (`conv_stem`,
+`blocks.{i}.<part>`, `conv_head`, `classifier`). Each block kind and PaddleClas's quirks that we keep:
+docs/design_notes.md, "MobileNetV4"."""
 
 from __future__ import annotations
 

@@ -1,20 +1,10 @@
 """CLIP ViT-B/16 and ViT-L/14 image encoders with a classifier (PaddleClas model_zoo.foundation_vit, the
 CLIP_* builders), parameter names and shapes equal PaddleClas's.
 
-A bias-free patch-embedding conv, a class token and learned position embeddings, a LayerNorm before the
-encoder (`ln_pre`, CLIP's), pre-norm transformer blocks (LayerNorm, multi-head self-attention with a fused
-qkv Linear, LayerNorm, Linear 4x + exact GELU + Linear), a final LayerNorm on one token, a Linear head.
-PaddleClas's quirks kept because they define the function the official weights were tuned with:
-- CLIP_vit_base_patch16_224 drops the class token after the blocks and then classifies from the first
-  remaining token (the first patch); CLIP_vit_large_patch14_224 classifies from the class token.
-- Inputs whose side is not a multiple of the patch are zero-padded at the bottom/right, both sides by
-  `patch - side % patch` (a whole patch on a side that already divides), and the position embeddings are
-  resized bicubically to the new grid. PaddleX trains and predicts at 224 only.
-- `proj` (CLIP's [embed_dim, 512] text-space projection) is a parameter of the state_dict that the
-  classifier never uses; it is kept so official weight files load by name.
-PaddleX's `use_fused_attn`/`use_fused_linear` pick GPU kernels (sdpa, FusedLinear) for the same function
-(PaddleClas falls back to the plain path below compute capability 8); this file always computes the plain way.
-"""
+Patch embedding, class token and position embeddings, CLIP's `ln_pre`, pre-norm transformer blocks, a final
+LayerNorm on one token and a Linear head, computed the plain way (no fused GPU kernels). PaddleClas's quirks
+kept because the official weights were tuned with them (which token classifies, padding to the patch, the
+unused `proj`): docs/design_notes.md, "CLIP vision transformers"."""
 
 from __future__ import annotations
 

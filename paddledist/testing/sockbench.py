@@ -1,19 +1,12 @@
 """Plain-socket measurements between two namespace hosts, for benchmarks/bench_hosts.py (run inside a host with
 `python -m paddledist.testing.sockbench ...`; no paddle):
 
-    sink PORT                        accept one stream, print its Mbit/s
-    source HOST PORT SECONDS         send to a sink for SECONDS
-    echo PORT                        echo single bytes back (for round trips)
-    ping HOST PORT                   print the median round trip of 1 byte, ms
+    sink PORT / source HOST PORT SECONDS     one stream's Mbit/s
+    echo PORT / ping HOST PORT               the median round trip of 1 byte, ms
     exchange (--listen PORT | --connect HOST PORT) --bytes N --rounds R
-                                     both sides send N bytes and receive N bytes at once, R times (what one
-                                     data-parallel step's gradient exchange moves per rank); print this process's
-                                     CPU seconds (user + system: the kernel's TCP copies) and wall seconds per
-                                     round, medians over the rounds after the first, as JSON
-
-The exchange is the transport's own cost: no all-reduce, no sums, only what any exchange of those bytes over
-the kernel's TCP costs the host's cores.
-"""
+        both sides send and receive N bytes at once, R times (one step's gradient exchange per rank); prints
+        this process's CPU and wall seconds per round (medians after the first) as JSON: the cost of the
+        kernel's TCP alone, no all-reduce."""
 
 from __future__ import annotations
 

@@ -1,26 +1,12 @@
 """Gradient averaging across ranks after backward, in place (the trainer's loss weights assume an average).
 
-Four ways, chosen by Train.grad_sync (auto picks per device and job shape):
-
-  reducer  paddle's DataParallel (fleet.distributed_model): bucketed all-reduces overlapped with backward.
-           The right tool on GPU with NCCL. On CPU with gloo it measured slow (benchmarks/, docs/benchmarks.md):
-           ResNet18 at batch 32 ran backward ~110 ms slower under the wrapper than without it, even under no_sync.
-  shm      CPU ranks on one x86-64 machine: each copies a gradient into its slot of one shared-memory block as
-           backward finishes it; ranks done early sum the mean while the last is still in backward, and apply
-           the optimizer's Momentum update to parameters all ranks share in the block (SharedStep), or else
-           the optimizer reads the mean in place. Memory passes only: ~3x less time than a gloo all-reduce
-           over loopback, and mostly hidden in the wait for the slowest rank.
-  bucket   paddle's all_reduce in buckets from a background thread while backward runs (sync/bucket.py),
-           optionally in bf16 (Train.grad_compression): CPU jobs across machines.
-  flat     one gloo all_reduce of a persistent flat buffer after backward (no overlap).
-
-shm, bucket and flat leave the model unwrapped: the caller broadcasts rank 0's parameters once (broadcast_parameters)
-and calls the sync after the last backward of an update. All ranks end with bit-identical gradients, or with
-the shared step, with the one updated set of parameters (the trainer then skips optimizer.step).
-
-One module per way (none, reducer, flat, shm with its shared_step, bucket), the choice in policy.py, and every
-way implements GradSync, which is all the trainer calls.
-"""
+Four ways, chosen by Train.grad_sync (policy.py; auto picks per device and job shape): `reducer` (paddle's
+DataParallel: the right tool on GPU), `shm` (CPU ranks on one x86-64 machine: a shared-memory block, the
+reduction and the Momentum step done by ranks that finish early), `bucket` (paddle's all_reduce from a
+background thread during backward: CPU jobs across machines) and `flat` (one all_reduce after backward).
+All but the reducer leave the model unwrapped: rank 0's parameters are broadcast once and the sync is called
+after the last backward of an update. Every way implements GradSync, all the trainer calls. Measurements and
+the why: docs/design_notes.md, "Gradient syncs"."""
 
 from __future__ import annotations
 

@@ -1,29 +1,11 @@
 """Gradient averaging through paddle's own all-reduce, overlapped with backward (Train.grad_sync=bucket).
 
-Gradients are grouped into buckets of about Train.grad_bucket_mb, in the reverse order of the parameters (the
-order backward produces them, as paddle's DataParallel reducer groups them). Each parameter's gradient is a view
-of its slice of the bucket (PyTorch DDP's gradient_as_bucket_view; paddle_internals' grad_view capability), so
-backward accumulates straight into the buffer that goes on the wire: no copy in, no copy out. A backward hook
-marks each gradient ready; once a bucket is complete, and every bucket before it has been handed on, a
-background thread all-reduces it in place with the process group's `all_reduce` while backward goes on; after
-the last backward the caller waits for every bucket and scales each in place by 1/world size: the optimizer
-reads the mean where backward wrote. The first parameters' gradients come last, so they get a small bucket of their own
-(LAST_BUCKET_MB, as paddle's DataParallel): little is left to send once backward ends. `clear` zeroes the
-buckets for the next update instead of dropping the gradients. Where the capability fails (or a gradient was given
-memory of its own), the gradient is copied in and the mean copied back, as before.
-
-Why a thread: paddle's gloo process group runs `all_reduce(..., sync_op=False)` to the end inside the call
-(the task it returns is already complete), so "async" alone overlaps nothing on CPU; the call lets go of the
-GIL, so on a thread it runs beside backward. Why the process group and not paddle.distributed.all_reduce:
-paddle keeps dygraph mode in thread-local state, so the wrapper would take its static-graph path on another
-thread.
-
-Buckets go out strictly in index order on every rank (a bucket whose parameter this rank did not use this
-step waits for the end of backward and sends zeros for it), so all ranks issue the same collectives in the
-same order. Train.grad_compression=bf16 sends bfloat16 (half the bytes; the sum is rounded once per hop, the
-same on every rank). fp16 is refused on CPU: paddle 3.3's gloo all-reduce of float16 returns inf
-(tests/test_bucketsync.py pins it).
-"""
+Buckets of about Train.grad_bucket_mb in backward's order; each gradient is a view of its slice of a bucket
+(the grad_view capability), so backward writes straight into what goes on the wire. A backward hook marks
+gradients ready; a complete bucket is all-reduced in place on a background thread (gloo's call blocks but lets
+go of the GIL) while backward goes on, strictly in index order on every rank; after backward the caller waits
+and scales by 1/world size. bf16 halves the bytes; fp16 is refused on CPU (gloo's sum gives inf). The why of
+each choice: docs/design_notes.md, "The bucket sync"."""
 
 from __future__ import annotations
 

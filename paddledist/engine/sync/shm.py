@@ -21,27 +21,13 @@ from paddledist.engine.sync.shared_step import SharedStep
 
 
 class ShmSync(FlatParams):
-    """All ranks on this machine: one shared-memory block of flags, slots 0..L-1 (one per rank) and a result area,
-    and with a `SharedStep`, the parameters and the optimizer's velocities too.
+    """All ranks on this machine: one shared-memory block of flags, one gradient slot per rank and a result
+    area (with a `SharedStep`, the parameters and the optimizer's velocities too).
 
-    Each rank copies a parameter's gradient into its slot the moment backward has finished it (a backward hook,
-    as paddle's own sharding optimizer overlaps its communication), and marks it ready. A rank done with its
-    backward takes pieces of the result (1 MiB each) as soon as every rank has marked their parameter ready, and
-    sums the mean over all slots into it; with a SharedStep it then applies the optimizer's update to that piece
-    of the shared parameters, once for all ranks. So the ranks that finish early do the reduction and the update
-    while the last one is still in backward, and the last rank to arrive works from the other end. Ranks take
-    pieces under a lock on the block's file (one byte per piece), so each piece is done once. Without a
-    SharedStep the optimizer reads the result area in place: each gradient tensor is pointed at its piece of it,
-    so nothing is copied back, and the trainer clears gradients with set_to_zero=False, which lets go of that
-    memory instead of zeroing it under the other ranks' feet.
-
-    Ordering: a rank writes a slot for the next exchange only after every rank has said it finished reading this
-    one ("left"); the result area and the shared parameters are rewritten only after every rank has copied in
-    the next exchange's gradient of that parameter, so after every rank has finished with it in this step (its
-    optimizer step, or its forward and backward). Spinning on flags written with plain stores relies on x86's
-    ordering of stores (choose() picks shm only there). A rank that does not arrive within `timeout` seconds
-    (Train.heartbeat_timeout) ends this one with its rank named; a rank that died is noticed sooner by the
-    supervisor, which ends them all."""
+    A backward hook copies each gradient into the rank's slot; ranks done with backward take 1 MiB pieces
+    under a file lock, sum the mean into the result (and apply the shared step), so the work hides in the wait
+    for the last rank. Flags are plain stores that rely on x86's store ordering; a rank missing for `timeout`
+    seconds ends this one with its rank named. Ordering rules: docs/design_notes.md, "The shm sync"."""
 
     PIECE = 1 << 18
     """Floats per piece: 1 MiB, within the L2 cache while it is summed, scaled and applied."""
