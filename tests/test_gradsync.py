@@ -70,6 +70,23 @@ def test_impossible_grad_sync_is_a_user_error(overrides, message):
 
 
 @pytest.mark.unit
+def test_one_table_names_the_syncs_for_the_config_the_policy_and_the_build():
+    from paddledist.config.schema import GRAD_SYNC, GRAD_SYNCS
+
+    assert GRAD_SYNC == ("auto", *GRAD_SYNCS)
+    assert set(gradsync.MAKERS) == set(GRAD_SYNCS) - {"reducer"}  # the reducer wraps the model instead
+    assert gradsync.NEEDS == {name: way.needs for name, way in GRAD_SYNCS.items()}
+    cpu_only = sorted(n for n, way in GRAD_SYNCS.items() if way.cpu_only)
+    refused = []
+    for name in GRAD_SYNCS:
+        with contextlib.suppress(UserError):
+            load(None, [f"Train.grad_sync={name}", "Global.device=gpu:0,1"])
+            continue
+        refused.append(name)
+    assert sorted(refused) == cpu_only == ["bucket", "flat", "shm"]
+
+
+@pytest.mark.unit
 def test_cpuinfo_is_read_for_vendor_and_avx2(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\n")

@@ -11,7 +11,22 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 MODES = ("check_dataset", "train", "evaluate", "export", "predict", "doctor")
-GRAD_SYNC = ("auto", "reducer", "shm", "bucket", "flat")
+
+
+@dataclass(frozen=True)
+class SyncWay:
+    """A gradient sync (engine/sync/): the paddle_internals capabilities it relies on, and where it runs."""
+    needs: tuple = ()
+    cpu_only: bool = True
+    one_machine: bool = False
+
+
+GRAD_SYNCS = {"reducer": SyncWay(cpu_only=False),
+              "shm": SyncWay(("numpy_view", "grad_hook", "give_grad", "share_buffer"), one_machine=True),
+              "bucket": SyncWay(("numpy_view", "grad_hook", "give_grad", "global_all_reduce")),
+              "flat": SyncWay(("numpy_view", "give_grad"))}
+"""Train.grad_sync's ways, read by validation, the sync policy (engine/sync/policy.py) and engine/sync's build."""
+GRAD_SYNC = ("auto", *GRAD_SYNCS)
 GRAD_COMPRESSION = ("none", "bf16", "fp16")
 """Train.grad_compression values besides null (YAML and -o read `none` as null; a quoted "none" stays a string)."""
 OPTIMIZERS = ("Momentum", "AdamW")

@@ -7,8 +7,8 @@ import math
 
 from paddledist.config.device import parse_device
 from paddledist.config.nodecount import parse_nnodes
-from paddledist.config.schema import (CONTROL_PLANES, ELASTIC_BATCH, GRAD_COMPRESSION, GRAD_SYNC, LAUNCH_STYLES,
-                                      LR_SCHEDULERS, MODES, OPTIMIZERS, Config)
+from paddledist.config.schema import (CONTROL_PLANES, ELASTIC_BATCH, GRAD_COMPRESSION, GRAD_SYNC, GRAD_SYNCS,
+                                      LAUNCH_STYLES, LR_SCHEDULERS, MODES, OPTIMIZERS, Config)
 from paddledist.errors import UserError
 
 # key -> (minimum, inclusive?)
@@ -80,10 +80,12 @@ def _validate_grad_sync(cfg: Config) -> None:
     sync = cfg.Train.grad_sync
     if sync not in GRAD_SYNC:
         raise UserError(f"Train.grad_sync: unknown value {sync!r}; use one of {', '.join(GRAD_SYNC)}")
-    if sync in ("shm", "bucket", "flat") and parse_device(cfg.Global.device).accelerator:
+    way = GRAD_SYNCS.get(sync)
+    if way and way.cpu_only and parse_device(cfg.Global.device).accelerator:
         raise UserError(f"Train.grad_sync={sync} is for CPU jobs; GPU and other card jobs use reducer or auto")
-    if sync == "shm" and (len(cfg.Train.dist_ips or ()) > 1 or _most_nodes(cfg) > 1):
-        raise UserError("Train.grad_sync=shm needs every rank on one machine; with several machines use bucket or auto")
+    if way and way.one_machine and (len(cfg.Train.dist_ips or ()) > 1 or _most_nodes(cfg) > 1):
+        raise UserError(f"Train.grad_sync={sync} needs every rank on one machine; with several machines use "
+                        "bucket or auto")
     if cfg.Train.grad_compression not in (None, *GRAD_COMPRESSION):
         raise UserError(f"Train.grad_compression: unknown value {cfg.Train.grad_compression!r}; use one of "
                         f"{', '.join(GRAD_COMPRESSION)}")

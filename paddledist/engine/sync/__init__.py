@@ -11,7 +11,8 @@ the why: docs/design_notes.md, "Gradient syncs"."""
 from __future__ import annotations
 
 import logging
-from typing import ContextManager, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Protocol, runtime_checkable
 
 from paddledist import paddle_internals as internals
 from paddledist.engine.distenv import DistEnv
@@ -72,8 +73,26 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float 
     if chosen == "reducer":
         return reducer.wrap(model, optimizer)
     broadcast_parameters(model)
-    if chosen == "shm":
-        return model, optimizer, shm_sync(params, dist, timeout, SharedStep(optimizer) if shared else None)
-    if chosen == "bucket":
-        return model, optimizer, BucketSync(params, dist, bucket_mb, compression, timeout)
-    return model, optimizer, FlatSync(params, dist)
+    made = MAKERS[chosen](SyncArgs(params, optimizer, dist, timeout, bucket_mb, compression, shared))
+    return model, optimizer, made
+
+
+@dataclass(frozen=True)
+class SyncArgs:
+    """What the syncs that leave the model unwrapped are made from."""
+    params: list
+    optimizer: object
+    dist: DistEnv
+    timeout: float
+    bucket_mb: float
+    compression: str
+    shared: bool
+    """Whether SharedStep takes over the optimizer's update (shm)."""
+
+
+MAKERS: dict[str, Callable[[SyncArgs], GradSync]] = {
+    "shm": lambda a: shm_sync(a.params, a.dist, a.timeout, SharedStep(a.optimizer) if a.shared else None),
+    "bucket": lambda a: BucketSync(a.params, a.dist, a.bucket_mb, a.compression, a.timeout),
+    "flat": lambda a: FlatSync(a.params, a.dist),
+}
+"""config/schema.py's GRAD_SYNCS but the reducer (paddle's DataParallel wraps the model instead)."""

@@ -7,16 +7,15 @@ import platform
 from typing import Optional
 
 from paddledist import paddle_internals as internals
+from paddledist.config.schema import GRAD_SYNCS
 from paddledist.engine.distenv import DistEnv
 from paddledist.errors import UserError
 
 SHM_DIR = "/dev/shm"
 
 
-NEEDS = {"shm": ("numpy_view", "grad_hook", "give_grad", "share_buffer"),
-         "bucket": ("numpy_view", "grad_hook", "give_grad", "global_all_reduce"),
-         "flat": ("numpy_view", "give_grad"), "reducer": ()}
-"""The paddle_internals capabilities each sync relies on (the reducer is paddle's public fleet API)."""
+NEEDS = {name: way.needs for name, way in GRAD_SYNCS.items()}
+"""The paddle_internals capabilities each sync relies on (config/schema.py's GRAD_SYNCS)."""
 
 
 def choose(mode: str, kind: str, dist: DistEnv, block: int, shm_free: Optional[int], arch: str = "",
