@@ -20,7 +20,7 @@ import numpy as np
 
 from paddledist.config.safeload import read_json, read_text
 from paddledist.data.formats import read_label_dict
-from paddledist.engine.results import REPORT
+from paddledist.runfiles.results import REPORT
 from paddledist.errors import UserError
 from paddledist.fsio import atomic_write
 

@@ -85,3 +85,18 @@ def test_no_docstring_of_the_package_is_longer_than_12_lines():
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
             and (doc := ast.get_docstring(node, clean=False)) and len(doc.splitlines()) > 12]
     assert not long, long
+
+
+ABOVE = {"paddledist.engine": ("report", "stages", "launch", "cluster", "inference", "cli", "submit"),
+         "paddledist.launch": ("engine", "stages", "inference", "models", "data", "report"),
+         "paddledist.runfiles": ("engine", "launch", "stages", "cluster", "report")}
+"""What a floor may not import: the engine runs in workers under everything, the launcher supervises them
+without their code, and both read the files in runfiles/."""
+
+
+def test_the_engine_and_the_launcher_import_nothing_above_them_and_not_each_other():
+    graph = module_imports(REPO)
+    leaks = [f"{module} -> {target}" for module, targets in graph.items() for floor, banned in ABOVE.items()
+             if module == floor or module.startswith(floor + ".") for target in targets
+             if any(target == f"paddledist.{b}" or target.startswith(f"paddledist.{b}.") for b in banned)]
+    assert not leaks, leaks

@@ -239,7 +239,7 @@ def test_outside_paths_are_read_when_allowed(tmp_path, data):
 def test_the_latest_progress_read_by_the_supervisor_is_bounded(tmp_path, text, progress):
     """The restart loop reads <output>/latest/latest.info.json: a damaged or crafted file means no progress known,
     never a crash of the supervisor (the bounded JSON reader of every file the tool reads)."""
-    from paddledist.launch.control import latest_progress
+    from paddledist.runfiles.latest import latest_progress
 
     if text is not None:
         (tmp_path / "latest").mkdir()

@@ -1,4 +1,4 @@
-"""The stall watchdog (launch/stall.py) on real processes: a rank reporting through engine/progress.py, then
+"""The stall watchdog (launch/stall.py) on real processes: a rank reporting through runfiles/progress.py, then
 blocked, stopped (SIGSTOP), busy or gone; and a real two-host job (network-namespace hosts) in which one rank is
 stopped mid-step: every host ends within Train.stall_timeout + 15 s, naming that rank, with its stack in its
 workerlog. Skips the two-host case where namespaces cannot be made.
@@ -18,7 +18,7 @@ import pytest
 
 from paddledist.cluster import ClusterPlan
 from paddledist.config.device import DeviceSpec
-from paddledist.engine.progress import PROGRESS_DIR_ENV, Progress, read_reports
+from paddledist.runfiles.progress import PROGRESS_DIR_ENV, Progress, read_reports
 from paddledist.launch.stall import StallWatch, watching
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 # "late": the stack signal is held back for LATE_S seconds (as a loaded machine may run the handler late).
 RANK = textwrap.dedent("""
     import os, signal, sys, time
-    from paddledist.engine.progress import STACK_SIGNAL, Progress, install_stack_dump
+    from paddledist.runfiles.progress import STACK_SIGNAL, Progress, install_stack_dump
     install_stack_dump()
     progress = Progress.from_env(os.environ, int(sys.argv[1]))
     for step in range(3):

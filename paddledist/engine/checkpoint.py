@@ -17,7 +17,6 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from paddledist.config.safeload import read_json
 from paddledist.errors import UserError
 from paddledist.fsio import fsync_path, guarded, remove
 
@@ -195,15 +194,3 @@ def _load_file(path: str, what: str) -> Any:
     except Exception as e:  # paddle raises many types for a file that is not its format
         raise UserError(f"{what}: {path} is not a paddle checkpoint or is damaged ({type(e).__name__}); point it "
                         "at a complete file saved by paddledist, PaddleX or paddle.save") from None
-
-
-def latest_progress(output: str) -> Optional[dict]:
-    """{"epoch", "step_in_epoch"} of <output>/latest (its info.json), or None without one (on this machine)."""
-    path = os.path.join(output, "latest", "latest.info.json")
-    try:
-        info = read_json(path, "the latest checkpoint's info") if os.path.exists(path) else None
-    except UserError:  # bounded like every JSON the tool reads: a damaged file is no progress, not a crash
-        return None
-    if not isinstance(info, dict):
-        return None
-    return {"epoch": info.get("epoch", 0), "step_in_epoch": info.get("step_in_epoch", 0)}

@@ -13,7 +13,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from paddledist import paddle_internals as internals
-from paddledist.engine import checkpoint, results
+from paddledist.engine import checkpoint
+from paddledist.runfiles import results
 from paddledist.engine.distenv import all_reduce_sum, barrier
 from paddledist.engine.schedule import is_update_step
 from paddledist.engine.snapshot import contents

@@ -7,18 +7,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
-from paddledist import report
-from paddledist.engine import results
+from paddledist.runfiles import results
 from paddledist.engine.distenv import all_gather_object, all_reduce_sum, barrier
 from paddledist.errors import UserError
 from paddledist.engine.metrics import evaluate
 from paddledist.engine.schedule import eta_seconds, format_eta, steps_left
 from paddledist.engine.trainer import Hook
-from paddledist.engine.results import VDL_LOG
+from paddledist.runfiles.results import VDL_LOG
 
 log = logging.getLogger("paddledist")
 
@@ -121,7 +120,11 @@ def machine_rates(t, elapsed: float) -> list[dict]:
 
 
 class ResultHook(Hook):
-    """train_result.json after every epoch (done_flag false) and at the end (true), then the run's report.html."""
+    """train_result.json after every epoch (done_flag false) and at the end (true), then `finish(output)` (the
+    train stage's: the run's report.html)."""
+
+    def __init__(self, finish: Optional[Callable[[str], None]] = None) -> None:
+        self.finish = finish
 
     def after_epoch(self, t) -> None:
         if t.dist.is_main:
@@ -130,7 +133,8 @@ class ResultHook(Hook):
     def after_train(self, t) -> None:
         if t.dist.is_main:
             results.write_train_result(t, done=True)
-            report.write(t.cfg.Global.output)
+            if self.finish:
+                self.finish(t.cfg.Global.output)
 
 
 class DigestHook(Hook):
@@ -183,7 +187,7 @@ class VisualDLHook(Hook):
 
 
 class ProgressHook(Hook):
-    """Step progress for the supervisor's stall watchdog (engine/progress.py), placed first among the hooks:
+    """Step progress for the supervisor's stall watchdog (runfiles/progress.py), placed first among the hooks:
     a report after each step; the end of an epoch (evaluation, checkpoints) is reported busy until the
     EpochBarrierHook that closes it lets every rank go on together."""
 

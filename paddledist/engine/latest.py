@@ -19,6 +19,7 @@ from typing import Optional
 from paddledist.engine import checkpoint
 from paddledist.engine.distenv import DistEnv, all_gather_object, barrier, broadcast_object
 from paddledist.fsio import atomic_write
+from paddledist.runfiles.latest import latest_progress
 
 log = logging.getLogger("paddledist")
 
@@ -78,7 +79,7 @@ def _step_of(ckpt) -> Optional[tuple[int, int]]:
 
 
 def _step_of_folder(output: str) -> Optional[tuple[int, int]]:
-    progress = checkpoint.latest_progress(output)
+    progress = latest_progress(output)
     if progress is None or not os.path.isfile(os.path.join(output, "latest", "latest.pdparams")):
         return None
     return int(progress["epoch"]), int(progress["step_in_epoch"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from paddledist.engine import results
+from paddledist.runfiles import results
 from paddledist.engine.trainer import TrainState
 
 log = logging.getLogger("paddledist")

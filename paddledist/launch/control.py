@@ -16,7 +16,6 @@ import shutil
 import tempfile
 from typing import Optional
 
-from paddledist.engine.checkpoint import latest_progress  # noqa: F401  (the supervisor's restart records)
 
 CONTROL_VAR = "PADDLEDIST_CONTROL"
 RESTARTS_VAR = "PADDLEDIST_RESTARTS"

@@ -15,8 +15,9 @@ from paddledist.config import Config, parse_device
 from paddledist.errors import PREEMPTED_EXIT, UserError
 from paddledist.launch import stall
 from paddledist.launch.builder import build, command_line, env_changes, log_dir
-from paddledist.launch.control import Control, latest_progress
+from paddledist.launch.control import Control
 from paddledist.launch.runner import Ended, Preemption, run_to_end
+from paddledist.runfiles.latest import latest_progress
 
 
 def in_worker(env: Mapping[str, str]) -> bool:

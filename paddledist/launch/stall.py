@@ -2,7 +2,7 @@
 every process is alive is stopped on every machine, naming the ranks, with each rank's Python stack in its
 workerlog.
 
-Workers rewrite a progress file after every step (engine/progress.py). Counting from the first report and
+Workers rewrite a progress file after every step (runfiles/progress.py). Counting from the first report and
 never during a `busy` phase (unless a process is stopped), when no local rank reported for
 Train.stall_timeout seconds every local rank dumps its stack (faulthandler on SIGUSR2; a stopped one is
 continued to do it). A stopped process here is the cause, told to the other machines at once; otherwise this
@@ -21,7 +21,7 @@ from typing import Iterator, Mapping, Optional, Sequence
 import psutil
 
 from paddledist.cluster import ClusterPlan
-from paddledist.engine.progress import PROGRESS_DIR_ENV, STACK_SIGNAL, Report, read_reports
+from paddledist.runfiles.progress import PROGRESS_DIR_ENV, STACK_SIGNAL, Report, read_reports
 
 STOPPED = (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 DUMP_WAIT_MAX_S = 10.0

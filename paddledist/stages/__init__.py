@@ -68,7 +68,7 @@ def run_in_worker(cfg: Config, dry_run: bool) -> int:
     if dry_run:
         print(to_yaml(cfg))
         return 0
-    from paddledist.engine.progress import install_stack_dump
+    from paddledist.runfiles.progress import install_stack_dump
     from paddledist.engine.trainer import Preempted
 
     install_stack_dump()  # the stall watchdog asks for this rank's stack with a signal

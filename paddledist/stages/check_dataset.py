@@ -14,7 +14,7 @@ import sys
 from paddledist.config import Config
 from paddledist.data.formats import detect_format
 from paddledist.engine.distenv import DistEnv
-from paddledist.engine.results import write_json
+from paddledist.runfiles.results import write_json
 from paddledist.errors import UserError
 from paddledist.stages import dataset_check, dataset_split, histogram
 

@@ -16,7 +16,7 @@ import time
 
 from paddledist.config import Config
 from paddledist.engine.distenv import DistEnv, all_gather_object, init_process_group
-from paddledist.engine.progress import Progress
+from paddledist.runfiles.progress import Progress
 from paddledist.models import check_model_name
 
 ALLREDUCE_MIB = 64

@@ -16,7 +16,7 @@ from paddledist import report
 from paddledist.config import Config
 from paddledist.data.formats import check_files, load_samples
 from paddledist.engine.distenv import DistEnv, broadcast_object, init_process_group
-from paddledist.engine.results import write_json
+from paddledist.runfiles.results import write_json
 from paddledist.errors import UserError
 from paddledist.models import check_model_name
 from paddledist.progressbar import Meter

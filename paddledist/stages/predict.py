@@ -17,7 +17,7 @@ from paddledist.config import Config, parse_device
 from paddledist.config.safeload import read_yaml
 from paddledist.data.formats import DecodeError, decode_image
 from paddledist.engine.distenv import DistEnv
-from paddledist.engine.results import write_json
+from paddledist.runfiles.results import write_json
 from paddledist.errors import UserError
 from paddledist.inference import verify
 from paddledist.inference.predictor import PROGRAM_FILES, RUN_MODES, infer, make_predictor

@@ -18,8 +18,9 @@ from paddledist.engine.checkpoint_hooks import CheckpointHook, PreemptHook
 from paddledist.engine.hooks import (DataErrorHook, DigestHook, EpochBarrierHook, EvalHook, LogHook, ProgressHook,
                                      ResultHook, VisualDLHook)
 from paddledist.engine.snapshot import restore
+from paddledist import report
 from paddledist.stages import export
-from paddledist.engine.progress import Progress
+from paddledist.runfiles.progress import Progress
 from paddledist.engine.schedule import resume_step, updates_per_epoch
 from paddledist.engine.trainer import Trainer, TrainState
 from paddledist.fsio import atomic_write
@@ -118,7 +119,8 @@ def _hooks(cfg: Config, dist: DistEnv, val_loader, own_latest: bool, labels: lis
     """The trainer's hooks; the per-checkpoint export gets the label names read once here."""
     exporter = (functools.partial(export.write_inference, cfg, labels=labels, warned=set())
                 if cfg.Train.uniform_output_enabled else None)
-    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest, exporter), ResultHook(),
+    hooks = [LogHook(), DataErrorHook(), EvalHook(val_loader), CheckpointHook(own_latest, exporter),
+             ResultHook(report.write),
              DigestHook(),
              VisualDLHook(cfg.Global.output, cfg.Train.visualdl, dist.is_main)]
     folder = os.environ.get(control.CONTROL_VAR)
