@@ -121,11 +121,12 @@ def dump_stacks(reports: Sequence[Report], stopped: Sequence[Report]) -> None:
     for r in stopped:
         with contextlib.suppress(OSError):
             os.kill(r.pid, signal.SIGCONT)
+    def handled(r: Report) -> bool:
+        pending, blocking = _signal_masks(r.pid, STACK_SIGNAL)
+        return not pending and blocking <= before[r.pid]
+
     deadline = time.monotonic() + DUMP_WAIT_MAX_S
-    while time.monotonic() < deadline:
-        masks = {r.pid: _signal_masks(r.pid, STACK_SIGNAL) for r in reports}
-        if not any(pending or blocking - before[pid] for pid, (pending, blocking) in masks.items()):
-            return
+    while time.monotonic() < deadline and not all(handled(r) for r in reports):
         time.sleep(0.05)
 
 

@@ -73,8 +73,7 @@ def build(mode: str, model, optimizer, kind: str, dist: DistEnv, timeout: float 
     if chosen == "reducer":
         return reducer.wrap(model, optimizer)
     broadcast_parameters(model)
-    made = MAKERS[chosen](SyncArgs(params, optimizer, dist, timeout, bucket_mb, compression, shared))
-    return model, optimizer, made
+    return model, optimizer, MAKERS[chosen](SyncArgs(params, optimizer, dist, timeout, bucket_mb, compression, shared))
 
 
 @dataclass(frozen=True)
